@@ -1,0 +1,116 @@
+"""What the `run` and `report` commands do, between the CLI and the runner.
+
+Lives apart from cli.py so the command functions stay short; it may print through the
+consoles the CLI hands it (cli.py owns them).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+from rich.console import Console
+
+from clustereval.config import Config
+from clustereval.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from clustereval.phases.base import PROFILES, RunContext
+from clustereval.runner import execute, phase_names, render
+from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
+from clustereval.transport.factory import make_transport, nodes_of
+
+
+def _select_phases(phase_list: str | None) -> list[str]:
+    every = phase_names()
+    if not phase_list:
+        return every
+    wanted = [p.strip() for p in phase_list.split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in every]
+    if unknown:
+        raise UsageError(f"unknown phase{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+                         f"choose from: {', '.join(every)}")
+    return [p for p in every if p == "preflight" or p in wanted]
+
+
+class _Interrupts:
+    """First Ctrl-C: finish the current measurement, then stop. Second: stop now."""
+
+    def __init__(self, stop: threading.Event, console: Console) -> None:
+        self.stop = stop
+        self.console = console
+        self._old = None
+
+    def __enter__(self) -> _Interrupts:
+        self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:  # noqa: ANN001
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.stop.set()
+        self.console.print("interrupt: finishing the current measurement, then writing a partial report "
+                           "(Ctrl-C again to stop now)", markup=False)
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        signal.signal(signal.SIGINT, self._old or signal.SIG_DFL)
+
+
+def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir: Path | None,
+             reports_dir: Path | None, console: Console, out: Console, debug: bool = False) -> int:
+    phases = _select_phases(phase_list)
+    transport = make_transport(config)
+    nodes = nodes_of(config)
+    if resume_dir:
+        store = RunStore.open(resume_dir)
+        state = store.load_state()
+        profile = state.profile
+    else:
+        store = RunStore.create(Path(reports_dir or config.reports_dir), config.name)
+        state = RunState(name=config.name, stamp=utc_stamp(), profile=profile, phases_planned=phases,
+                         started_utc=utc_now_iso(), config_path=config.source)
+        store.save_state(state)
+    prof = PROFILES[profile]
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=prof,
+                     progress=_progress_printer(console), debug=debug)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+
+    def on_phase(name: str, status: str) -> None:
+        console.print(f"[{name}] {status}", markup=False)
+
+    with _Interrupts(ctx.stop, console):
+        outcome = execute(ctx, phases, on_phase=on_phase)
+    rendered = render(store, config.access, prof.shortenings)
+    moved = store.write_report(rendered.markdown)
+    store.write_raw("report.md.copy", rendered.markdown)
+    out.print(f"report: {store.report_path}", markup=False)
+    if moved:
+        out.print(f"the previous rendering moved to {moved}", markup=False)
+    if outcome.interrupted:
+        out.print(f"interrupted: resume with `clustereval run --resume {store.raw_dir}`", markup=False)
+        return EXIT_INTERRUPTED
+    if outcome.gate_failed:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _progress_printer(console: Console):
+    def progress(phase: str, node: str, message: str, eta_s: float | None) -> None:
+        left = f" (about {eta_s:.0f} s left)" if eta_s else ""
+        console.print(f"[{phase}] {node}: {message}{left}", markup=False)
+    return progress
+
+
+def rerender(run_dir: Path, *, console: Console, out: Console) -> int:
+    store = RunStore.open(run_dir)
+    state = store.load_state()
+    access = ""
+    pre = store.record_raw("preflight")
+    if pre:
+        access = pre.get("access", "")
+    prof = PROFILES.get(state.profile, PROFILES["standard"])
+    rendered = render(store, access, prof.shortenings)
+    moved = store.write_report(rendered.markdown)
+    out.print(f"report: {store.report_path}", markup=False)
+    if moved:
+        out.print(f"the previous rendering moved to {moved}", markup=False)
+    return EXIT_OK

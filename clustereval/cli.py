@@ -1,0 +1,131 @@
+"""The command line: the only place that prints for the user or exits."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from clustereval import __version__
+from clustereval.errors import EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
+
+console = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _fail(exc: ClusterEvalError, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    for line in exc.lines():
+        console.print(line, markup=False)
+    sys.exit(exc.exit_code)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        debug = bool(ctx.params.get("debug"))
+        try:
+            return super().invoke(ctx)
+        except ClusterEvalError as exc:
+            _fail(exc, debug)
+        except KeyboardInterrupt:
+            console.print("interrupted", markup=False)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="clustereval")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Evaluate an ML GPU cluster: GPUs, NVLink and network fabric, local and shared storage.
+
+    With no cluster.toml, `clustereval run` evaluates this machine as a 1-node cluster.
+    """
+    ctx.obj = {"debug": debug}
+
+
+def load_config_or_default(path: str | None):
+    """cluster.toml when given (or present in the working directory), else this machine alone."""
+    from clustereval import config as cfg
+
+    if path is None and Path("cluster.toml").exists():
+        path = "cluster.toml"
+    if path is None:
+        return cfg.default_local_config()
+    if not Path(path).exists():
+        raise UsageError(f"{path}: no such file", "run `clustereval init` to write a commented template")
+    return cfg.load_config(Path(path))
+
+
+@cli.command()
+@click.argument("report", type=click.Path(dir_okay=False))
+def lint(report: str) -> None:
+    """Check a report against the runbook's final-pass rules."""
+    from clustereval.report.lint import lint_file
+
+    problems = lint_file(Path(report))
+    for p in problems:
+        out.print(str(p), markup=False)
+    if problems:
+        console.print(f"{len(problems)} lint problem{'s' if len(problems) != 1 else ''} in {report}",
+                      markup=False)
+        sys.exit(1)
+    out.print(f"{report}: clean", markup=False)
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--profile", type=click.Choice(["quick", "standard"]), default="standard", show_default=True,
+              help="standard = the published recipe; quick shortens it and the report says how.")
+@click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue RUN_DIR from its first unfinished phase.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")
+@click.pass_context
+def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: str | None,
+        resume_dir: str | None, reports_dir: str | None) -> None:
+    """Preflight, then every phase; render, lint, clear scratch, print the close-out."""
+    from clustereval.app import run_eval
+
+    code = run_eval(load_config_or_default(config_path), profile=profile, phase_list=phase_list,
+                    resume_dir=Path(resume_dir) if resume_dir else None,
+                    reports_dir=Path(reports_dir) if reports_dir else None,
+                    console=console, out=out, debug=ctx.obj["debug"])
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+def report(run_dir: str) -> None:
+    """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
+    from clustereval.app import rerender
+
+    sys.exit(rerender(Path(run_dir), console=console, out=out))
+
+
+def main() -> None:
+    # A broken pipe (clustereval ... | head) is not an error worth a traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        cli(standalone_mode=True)
+    except SystemExit:
+        raise
+    except ClusterEvalError as exc:  # raised outside a command (rare)
+        _fail(exc, "--debug" in sys.argv)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception:  # noqa: BLE001 - last resort: one line, the traceback only with --debug
+        if "--debug" in sys.argv:
+            raise
+        err = sys.exc_info()[1]
+        console.print(f"error[internal]: {type(err).__name__}: {err} (re-run with --debug for the traceback)",
+                      markup=False)
+        sys.exit(EXIT_USAGE if isinstance(err, (ValueError, OSError)) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One module per phase: build commands, run them through the transport, parse, return a record."""

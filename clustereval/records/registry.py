@@ -1,0 +1,16 @@
+"""Which record class each phase writes: the store and the report read records through this."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustereval.records.run import PreflightRecord
+
+# phase name -> record class. A phase module's record class lives in records/<area>.py.
+RECORD_TYPES: dict[str, type[Any]] = {
+    "preflight": PreflightRecord,
+}
+
+
+def record_type(phase: str) -> type[Any]:
+    return RECORD_TYPES[phase]

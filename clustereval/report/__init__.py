@@ -1,0 +1,1 @@
+"""Pure rendering: records -> markdown, plots, lint, close-out."""

@@ -1,0 +1,22 @@
+"""The report's sections in order. Each area's renderer lives in its own module."""
+
+from __future__ import annotations
+
+from clustereval.report.markdown import Document
+from clustereval.report.render import RunView, SectionFn
+
+
+def header(view: RunView, doc: Document) -> None:
+    """Title, datetime / access / nodes lines, raw-logs pointer, TOC."""
+    from clustereval.report.environment import write_header
+
+    write_header(view, doc)
+
+
+def _order() -> list[SectionFn]:
+    from clustereval.report.environment import render_environment
+
+    return [render_environment]
+
+
+ORDER: list[SectionFn] = _order()

@@ -1,0 +1,118 @@
+"""The transport interface: run an argv on a node with a timeout, put and get files."""
+
+from __future__ import annotations
+
+import abc
+import concurrent.futures
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from clustereval.records import CommandResult
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_FANOUT = 32
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the cluster."""
+
+    name: str  # identity as the user gave it (hostname, pod, IP)
+    address: str  # where the transport connects (ssh host / IP); equal to name when local
+    index: int = 0  # 0-based position in the hostfile: the "node<N>" in GPU names
+    slots: int | None = None  # GPUs per node from a DeepSpeed-style hostfile
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """One shell word per argument: what a remote shell sees cannot run user data."""
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def env_prefix(env: Mapping[str, str] | None) -> list[str]:
+    """``env K=V ...`` as argv, so environment reaches a remote command without a shell."""
+    if not env:
+        return []
+    return ["env"] + [f"{k}={v}" for k, v in env.items()]
+
+
+def run_subprocess(node: str, argv: list[str], timeout_s: float, *, stdin: str | None = None,
+                   cwd: str | None = None, env: Mapping[str, str] | None = None,
+                   display_argv: list[str] | None = None) -> CommandResult:
+    """Run a local process to completion with a timeout; never raises for a non-zero exit."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s,
+                              cwd=cwd, env=dict(env) if env is not None else None,
+                              errors="replace")
+        return CommandResult(node=node, argv=display_argv or argv, rc=proc.returncode,
+                             stdout=proc.stdout, stderr=proc.stderr,
+                             seconds=round(time.monotonic() - start, 3))
+    except subprocess.TimeoutExpired as exc:
+        def _text(b: bytes | str | None) -> str:
+            if b is None:
+                return ""
+            return b.decode(errors="replace") if isinstance(b, bytes) else b
+        return CommandResult(node=node, argv=display_argv or argv, rc=124, stdout=_text(exc.stdout),
+                             stderr=_text(exc.stderr) + f"\ntimed out after {timeout_s:.0f} s",
+                             seconds=round(time.monotonic() - start, 3), timed_out=True)
+    except FileNotFoundError as exc:
+        return CommandResult(node=node, argv=display_argv or argv, rc=127, stdout="",
+                             stderr=f"{exc.filename or argv[0]}: command not found",
+                             seconds=round(time.monotonic() - start, 3))
+
+
+def run_parallel(items: Iterable[T], fn: Callable[[T], CommandResult | object],
+                 max_workers: int = DEFAULT_FANOUT) -> list:
+    """Apply ``fn`` to every item with bounded parallelism, results in input order."""
+    items = list(items)
+    if not items:
+        return []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+class Transport(abc.ABC):
+    """Runs argv lists on nodes. Implementations: local, ssh (slurm and kubectl fit the same shape)."""
+
+    method = "abstract"
+    fanout = DEFAULT_FANOUT
+
+    @abc.abstractmethod
+    def run(self, node: Node, argv: list[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+            env: Mapping[str, str] | None = None, cwd: str | None = None,
+            stdin: str | None = None) -> CommandResult:
+        """Run ``argv`` on ``node``. A command that runs and fails returns rc != 0;
+        a node that cannot be reached raises ``TransportError``."""
+
+    @abc.abstractmethod
+    def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:
+        """Copy a local file or directory to ``remote`` on the node."""
+
+    @abc.abstractmethod
+    def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
+        """Copy ``remote`` (file or directory) from the node to ``local``."""
+
+    def popen(self, node: Node, argv: list[str], *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> subprocess.Popen:
+        """Start a long-running command (torchrun, a sibling load) and return the local handle."""
+        raise NotImplementedError(f"{self.method} transport cannot start background commands")
+
+    def run_all(self, nodes: Iterable[Node], argv: list[str] | Callable[[Node], list[str]], *,
+                timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> list[CommandResult]:
+        """The same command on every node at once (bounded fan-out), results in node order."""
+        def one(node: Node) -> CommandResult:
+            args = argv(node) if callable(argv) else argv
+            return self.run(node, args, timeout_s=timeout_s, env=env, cwd=cwd)
+        return run_parallel(nodes, one, self.fanout)
+
+    def describe(self) -> str:
+        return self.method
