@@ -1,0 +1,3 @@
+from clustereval.cli import main
+
+main()
