@@ -1,0 +1,1 @@
+"""Pure analysis: specs, verdicts, findings, stragglers, grouping, statistics."""
