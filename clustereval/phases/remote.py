@@ -1,0 +1,65 @@
+"""Getting our workers onto a node and building the argv that runs them with the eval Python.
+
+The package is shipped once per node per run into the run's node-local scratch folder
+(``<local_scratch>/<user>/cluster-eval-<stamp>/pkg``) with the transport's ``put``; on a local
+transport the installed package is used where it is.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import clustereval
+from clustereval.phases.base import RunContext
+from clustereval.transport.base import Node
+
+PACKAGE_DIR = Path(clustereval.__file__).resolve().parent
+
+
+def node_scratch(ctx: RunContext) -> str:
+    """The run's folder on the node-local disk (evaporates with /tmp; cleanup removes it)."""
+    root = ctx.config.scratch_root or f"{ctx.config.local_scratch.rstrip('/')}/{ctx.config.scratch_user}"
+    return f"{root}/cluster-eval-{ctx.store.run_id}"
+
+
+def ensure_package(ctx: RunContext, node: Node) -> str:
+    """Ship the package to ``node`` (once per run) and return the PYTHONPATH entry to use."""
+    if ctx.transport.method == "local":
+        return str(PACKAGE_DIR.parent)
+    cache = ctx.records.setdefault("_shipped", {})
+    if node.name in cache:
+        return cache[node.name]
+    remote = f"{node_scratch(ctx)}/pkg"
+    ctx.transport.run(node, ["mkdir", "-p", remote], timeout_s=30)
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / "clustereval"
+        _copy_sources(PACKAGE_DIR, staged)
+        ctx.transport.put(node, staged, f"{remote}/clustereval")
+    cache[node.name] = remote
+    return remote
+
+
+def _copy_sources(src: Path, dst: Path) -> None:
+    for path in src.rglob("*"):
+        if "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
+def worker_env(ctx: RunContext, node: Node, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """PYTHONPATH for the shipped package plus unbuffered output, plus ``extra``."""
+    env = {"PYTHONPATH": ensure_package(ctx, node), "PYTHONUNBUFFERED": "1"}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def worker_argv(ctx: RunContext, module: str, *args: str) -> list[str]:
+    """``<eval python> -m clustereval.workers.<module> ARGS``."""
+    return [ctx.eval_python, "-m", f"clustereval.workers.{module}", *args]

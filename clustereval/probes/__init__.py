@@ -1,0 +1,1 @@
+"""Pure parsers of command output: ``build_argv()`` + ``parse()`` per tool; no I/O."""
