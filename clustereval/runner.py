@@ -22,6 +22,8 @@ from clustereval.store import RunState, RunStore, utc_now_iso
 # The seed's loop, in order: name -> "module:Class". A phase module joins the run by adding a line.
 PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
+    "packages": "clustereval.phases.packages:PackagesPhase",
+    "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
 }
 
 
@@ -96,6 +98,9 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
             break
         if name in state.phases_finished:
             outcome.finished.append(name)
+            restore = getattr(load_phase(name), "restore", None)
+            if restore and name in ctx.records:
+                restore(ctx, ctx.records[name])  # e.g. the eval Python chosen before the interruption
             continue
         phase = load_phase(name)
         if not phase.applies(ctx):

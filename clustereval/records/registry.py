@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustereval.records.run import PreflightRecord
+from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 
 # phase name -> record class. A phase module's record class lives in records/<area>.py.
 RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
+    "packages": PackagesRecord,
+    "evalpython": EvalPythonRecord,
 }
 
 

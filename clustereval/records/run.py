@@ -47,3 +47,36 @@ class PreflightRecord(PhaseRecord):
     final_env: dict[str, str] = field(default_factory=dict)  # what every benchmark ran with
     env_source: dict[str, str] = field(default_factory=dict)  # var -> "platform" | "clustereval default" | "cluster.toml"
     passed: bool = False
+
+
+@dataclass
+class NodePackages:
+    node: str
+    manager: str = ""  # apt | dnf | "" (none found)
+    sudo: bool = False  # installs went through sudo (not root)
+    present: list[str] = field(default_factory=list)  # binaries already there
+    installed: list[str] = field(default_factory=list)  # packages this run installed
+    missing: list[str] = field(default_factory=list)  # binaries still missing afterwards
+    errors: list[str] = field(default_factory=list)  # one line per failed install
+
+
+@dataclass
+class PackagesRecord(PhaseRecord):
+    enabled: bool = True  # cluster.toml install_packages
+    nodes: list[NodePackages] = field(default_factory=list)
+
+
+@dataclass
+class EvalPythonRecord(PhaseRecord):
+    """Which interpreter every worker ran with, and whether its torch was the newest release."""
+
+    mode: str = ""  # venv | configured | node-python
+    interpreter: str = ""  # path on the nodes (raw folder only; the report never shows it)
+    venv_shared: bool = False  # the venv sits on a shared FS every node sees
+    torch: str = ""  # "2.11.0+cu130"
+    nccl: str = ""
+    python: str = ""
+    index_url: str = ""  # the PyTorch wheel index the venv used
+    newest_on_index: str = ""  # newest torch that index listed at eval time
+    verified_newest: bool = False  # torch == the newest on that index at eval time
+    tried: list[str] = field(default_factory=list)  # "cu130: <why it was not used>"

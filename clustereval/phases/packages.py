@@ -1,0 +1,144 @@
+"""Host packages the phases need, installed before the environment dump, as the runbook does.
+
+Only what a node lacks is installed (apt or dnf, through ``sudo -n`` when not root); a blocked
+install is a Gap naming the fallback, never a silent skip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustereval.phases.base import RunContext
+from clustereval.records import Gap
+from clustereval.records.run import NodePackages, PackagesRecord
+from clustereval.transport.base import Node, run_parallel
+
+
+@dataclass(frozen=True)
+class Need:
+    binary: str
+    apt: str
+    dnf: str
+    why: str
+    fallback: str  # what the eval does without it
+    gpu_only: bool = False
+
+
+NEEDS = (
+    Need("fio", "fio", "fio", "the storage scans",
+         "the storage section has no `fio` figures for that node"),
+    Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate",
+         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`"),
+    Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)",
+         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`"),
+    Need("dcgmi", "datacenter-gpu-manager-4-cuda{cuda}", "datacenter-gpu-manager-4-cuda{cuda}",
+         "`dcgmi diag -r 2` hardware health", "the hardware health pass cannot run", gpu_only=True),
+)
+
+# Probe script: fixed names only, no user data reaches the shell.
+_PROBE = ("for b in fio ibstat rdma dcgmi nvidia-smi apt-get dnf sudo; do "
+          "command -v $b >/dev/null 2>&1 && echo have:$b; done; echo uid:$(id -u); "
+          "nvidia-smi 2>/dev/null | sed -n -E 's/.*CUDA Version: ([0-9]+)[.].*/cuda:\\1/p'")
+_APT_OPTS = ["-o", "Acquire::Retries=0", "-o", "Acquire::http::Timeout=15", "-o", "Acquire::https::Timeout=15"]
+
+
+def parse_probe(text: str) -> tuple[set[str], int, str]:
+    """(binaries present, uid, CUDA major from the driver or '')."""
+    have = {line[5:] for line in text.splitlines() if line.startswith("have:")}
+    uid = next((int(line[4:]) for line in text.splitlines() if line.startswith("uid:") and line[4:].isdigit()), -1)
+    cuda = next((line[5:] for line in text.splitlines() if line.startswith("cuda:")), "")
+    return have, uid, cuda
+
+
+def packages_for(needs: list[Need], manager: str, cuda: str) -> list[str]:
+    names: list[str] = []
+    for need in needs:
+        spec = need.apt if manager == "apt" else need.dnf
+        names += spec.format(cuda=cuda).split()
+    return names
+
+
+class PackagesPhase:
+    name = "packages"
+    title = "Host packages"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> PackagesRecord:
+        record = PackagesRecord(enabled=ctx.config.install_packages)
+        record.nodes = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        for np_ in record.nodes:
+            for need in NEEDS:
+                if need.binary in np_.missing:
+                    plan = self._plan(need, np_, record.enabled)
+                    record.gaps.append(Gap(phase=self.name, node=np_.node,
+                                           text=f"`{need.binary}` is missing on {np_.node}, so {need.fallback}.",
+                                           plan=plan))
+        if any(n.errors for n in record.nodes):
+            record.status = "partial"
+        return record
+
+    @staticmethod
+    def _plan(need: Need, np_: NodePackages, enabled: bool) -> str:
+        if need.binary == "dcgmi":
+            return ("add NVIDIA's CUDA repository (the `cuda-keyring` package) on the node, then "
+                    "`apt-get install -y --install-recommends datacenter-gpu-manager-4-cuda<CUDA major>` "
+                    "(dnf: the same package name), and re-run `clustereval run --phases health`")
+        how = "" if enabled else " (package installs are off: install_packages = false in cluster.toml)"
+        return f"install `{need.apt.split()[0]}` (apt) or `{need.dnf.split()[0]}` (dnf) on {np_.node}{how}, or accept as-is"
+
+    def _node(self, ctx: RunContext, node: Node) -> NodePackages:
+        out = NodePackages(node=node.name)
+        probe = ctx.transport.run(node, ["sh", "-c", _PROBE], timeout_s=30)
+        have, uid, cuda = parse_probe(probe.stdout)
+        has_gpu = "nvidia-smi" in have
+        needed = [n for n in NEEDS if has_gpu or not n.gpu_only]
+        out.present = sorted(n.binary for n in needed if n.binary in have)
+        lacking = [n for n in needed if n.binary not in have]
+        out.manager = "apt" if "apt-get" in have else "dnf" if "dnf" in have else ""
+        if not lacking:
+            return out
+        if not ctx.config.install_packages or not out.manager:
+            if ctx.config.install_packages:
+                out.errors.append("no apt-get or dnf on the node")
+            out.missing = [n.binary for n in lacking]
+            return out
+        prefix: list[str] = []
+        if uid != 0:
+            if "sudo" not in have:
+                out.errors.append("not root and no sudo")
+                out.missing = [n.binary for n in lacking]
+                return out
+            prefix, out.sudo = ["sudo", "-n"], True
+        ctx.progress(self.name, node.name, f"installing {', '.join(n.binary for n in lacking)}", None)
+        if out.manager == "apt":
+            upd = ctx.transport.run(node, prefix + ["apt-get", *_APT_OPTS, "update"], timeout_s=180)
+            if not upd.ok:
+                out.errors.append("apt-get update failed: " + _last_line(upd.stderr))
+        for need in lacking:
+            pkgs = packages_for([need], out.manager, cuda)
+            if out.manager == "apt":
+                argv = prefix + ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", *_APT_OPTS, "install", "-y",
+                                 "--install-recommends" if need.binary == "dcgmi" else "--no-install-recommends",
+                                 *pkgs]
+            else:
+                argv = prefix + ["dnf", "install", "-y", *pkgs]
+            if need.gpu_only and not cuda:
+                out.errors.append(f"{need.binary}: the driver's CUDA major could not be read")
+                continue
+            res = ctx.transport.run(node, argv, timeout_s=600)
+            if res.ok:
+                out.installed += pkgs
+            else:
+                out.errors.append(f"{' '.join(pkgs)}: " + _last_line(res.stderr or res.stdout))
+        # a second probe decides what is really there (an install can "fail" after succeeding)
+        again, _, _ = parse_probe(ctx.transport.run(node, ["sh", "-c", _PROBE], timeout_s=30).stdout)
+        out.missing = [n.binary for n in lacking if n.binary not in again]
+        out.present = sorted(set(out.present) | {n.binary for n in lacking if n.binary in again})
+        return out
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"

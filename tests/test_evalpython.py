@@ -1,0 +1,53 @@
+"""The eval Python phase, run for real over the local transport."""
+
+import sys
+
+from clustereval.config import Config
+from clustereval.phases.base import RunContext
+from clustereval.phases.evalpython import EvalPythonPhase, cuda_tags_for, parse_index_versions
+from clustereval.store import RunState, RunStore
+from clustereval.transport.base import Node
+from clustereval.transport.local import LocalTransport
+
+
+def _ctx(tmp_path, **cfg):
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", nodes=("here",), local_scratch=str(tmp_path / "scratch"), **cfg)
+    return RunContext(config=config, transport=LocalTransport(), nodes=[Node("here", "here")], store=store)
+
+
+def test_cuda_tags_follow_the_driver():
+    assert cuda_tags_for("13.0")[0] == "cu130"
+    assert cuda_tags_for("12.4") == ["cu124", "cu121", "cu118"]
+    assert cuda_tags_for("") == ["cpu"]
+
+
+def test_parse_pip_index_versions():
+    text = "torch (2.9.1)\nAvailable versions: 2.9.1, 2.9.0\n  INSTALLED: \n  LATEST:    2.9.1\n"
+    assert parse_index_versions(text) == "2.9.1"
+    assert parse_index_versions("ERROR: No matching distribution found for torch") == ""
+
+
+def test_configured_interpreter_is_used_and_gap_says_unverified(tmp_path):
+    ctx = _ctx(tmp_path, eval_python=sys.executable)
+    rec = EvalPythonPhase().run(ctx)
+    assert rec.mode == "configured" and ctx.eval_python == sys.executable
+    assert rec.torch  # this test environment has torch
+    assert len(rec.gaps) == 1 and "could not be verified as the newest" in rec.gaps[0].text
+
+
+def test_interpreter_without_torch_is_a_gap_naming_the_node(tmp_path):
+    ctx = _ctx(tmp_path, eval_python="/bin/false")
+    rec = EvalPythonPhase().run(ctx)
+    assert rec.status == "failed"
+    assert any("here" in g.text and "cannot import torch" in g.text for g in rec.gaps)
+
+
+def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path):
+    # port 9 on loopback refuses at once: the same answer a node without internet gets, only faster
+    ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl")
+    rec = EvalPythonPhase().run(ctx)
+    assert rec.mode == "node-python" and ctx.eval_python == "python3"
+    assert not (tmp_path / "scratch").exists()  # nothing was built
+    assert rec.tried and any("could not reach the PyTorch wheel index" in g.text for g in rec.gaps)
