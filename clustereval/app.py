@@ -93,10 +93,19 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
     return EXIT_OK
 
 
+def _fmt_left(eta_s: float | None) -> str:
+    if not eta_s:
+        return ""
+    minutes, seconds = divmod(int(eta_s), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f" (about {hours} h {minutes:02d} min left)" if hours else (
+        f" (about {minutes} min {seconds:02d} s left)" if minutes else f" (about {seconds} s left)")
+
+
 def _progress_printer(console: Console):
+    """Phase, node, what is happening and the time left: one line per update (a log keeps them all)."""
     def progress(phase: str, node: str, message: str, eta_s: float | None) -> None:
-        left = f" (about {eta_s:.0f} s left)" if eta_s else ""
-        console.print(f"[{phase}] {node}: {message}{left}", markup=False)
+        console.print(f"[{phase}] {node}: {message}{_fmt_left(eta_s)}", markup=False)
     return progress
 
 
