@@ -67,7 +67,7 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
     else:
         store = RunStore.create(Path(reports_dir or config.reports_dir), config.name)
         state = RunState(name=config.name, stamp=utc_stamp(), profile=profile, phases_planned=phases,
-                         started_utc=utc_now_iso(), config_path=config.source)
+                         started_utc=utc_now_iso(), config_path=str(Path(config.source).resolve()) if config.source else "")
         store.save_state(state)
     prof = PROFILES[profile]
     ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=prof,
@@ -107,6 +107,11 @@ def _progress_printer(console: Console):
     def progress(phase: str, node: str, message: str, eta_s: float | None) -> None:
         console.print(f"[{phase}] {node}: {message}{_fmt_left(eta_s)}", markup=False)
     return progress
+
+
+def stored_config_path(run_dir: Path) -> str | None:
+    """The cluster.toml an earlier run of RUN_DIR used (None: it ran on the built-in default)."""
+    return RunStore.open(run_dir).load_state().config_path or None
 
 
 def rerender(run_dir: Path, *, console: Console, out: Console) -> int:

@@ -89,8 +89,10 @@ def lint(report: str) -> None:
 def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: str | None,
         resume_dir: str | None, reports_dir: str | None) -> None:
     """Preflight, then every phase; render, lint, clear scratch, print the close-out."""
-    from clustereval.app import run_eval
+    from clustereval.app import run_eval, stored_config_path
 
+    if resume_dir and not config_path:
+        config_path = stored_config_path(Path(resume_dir))  # the config the interrupted run used
     code = run_eval(load_config_or_default(config_path), profile=profile, phase_list=phase_list,
                     resume_dir=Path(resume_dir) if resume_dir else None,
                     reports_dir=Path(reports_dir) if reports_dir else None,
