@@ -51,3 +51,14 @@ def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path):
     assert rec.mode == "node-python" and ctx.eval_python == "python3"
     assert not (tmp_path / "scratch").exists()  # nothing was built
     assert rec.tried and any("could not reach the PyTorch wheel index" in g.text for g in rec.gaps)
+
+
+def test_worker_on_another_interpreter_is_caught(tmp_path):
+    from clustereval.phases.remote import interpreter_mismatch
+
+    ctx = _ctx(tmp_path, eval_python=sys.executable)
+    ctx.records["evalpython"] = EvalPythonPhase().run(ctx)
+    torch_version = ctx.records["evalpython"].torch
+    assert interpreter_mismatch(ctx, "here", {"executable": sys.executable, "torch": torch_version}) == ""
+    assert "not the eval Python" in interpreter_mismatch(ctx, "here", {"executable": "/usr/bin/python2"})
+    assert "torch 1.0" in interpreter_mismatch(ctx, "here", {"executable": sys.executable, "torch": "1.0"})

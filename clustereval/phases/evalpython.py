@@ -92,6 +92,7 @@ class EvalPythonPhase:
         infos = run_parallel(ctx.nodes, lambda n: self._versions(ctx, n, python), ctx.transport.fanout)
         first = infos[0] if infos else {}
         rec.interpreter = python
+        rec.executables = {n.name: i.get("executable", "") for n, i in zip(ctx.nodes, infos, strict=True)}
         rec.python, rec.torch, rec.nccl = first.get("python", ""), first.get("torch", ""), first.get("nccl", "")
         broken = [(n.name, i.get("error", "did not run")) for n, i in zip(ctx.nodes, infos, strict=True)
                   if "torch" not in i]

@@ -63,3 +63,22 @@ def worker_env(ctx: RunContext, node: Node, extra: dict[str, str] | None = None)
 def worker_argv(ctx: RunContext, module: str, *args: str) -> list[str]:
     """``<eval python> -m clustereval.workers.<module> ARGS``."""
     return [ctx.eval_python, "-m", f"clustereval.workers.{module}", *args]
+
+
+def interpreter_mismatch(ctx: RunContext, node: str, reported: dict) -> str:
+    """'' when a worker's self-report (executable, torch) matches the eval Python; else why not.
+
+    A launcher can silently substitute its own interpreter; every phase checks its workers' output
+    against what the eval-Python phase recorded before a number is used.
+    """
+    ev = ctx.records.get("evalpython")
+    if ev is None:
+        return ""
+    want_exe = ev.executables.get(node, "")
+    got_exe = str(reported.get("executable", ""))
+    if want_exe and got_exe and Path(got_exe).resolve() != Path(want_exe).resolve():
+        return f"{node}: the worker ran on {got_exe}, not the eval Python {want_exe}"
+    got_torch = str(reported.get("torch", ""))
+    if ev.torch and got_torch and got_torch != ev.torch:
+        return f"{node}: the worker ran on torch {got_torch}, not the eval Python's torch {ev.torch}"
+    return ""

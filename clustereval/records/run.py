@@ -80,3 +80,4 @@ class EvalPythonRecord(PhaseRecord):
     newest_on_index: str = ""  # newest torch that index listed at eval time
     verified_newest: bool = False  # torch == the newest on that index at eval time
     tried: list[str] = field(default_factory=list)  # "cu130: <why it was not used>"
+    executables: dict[str, str] = field(default_factory=dict)  # node -> sys.executable the interpreter resolves to
