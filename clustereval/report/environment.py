@@ -18,7 +18,7 @@ from clustereval.analysis.specs import INTERNODE_TABLE_URL, NVLINK_TABLE_URL, lo
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
-from clustereval.report.units import fmt_num, iec, pcie_uni_gb_s, plural, span
+from clustereval.report.units import iec, pcie_uni_gb_s, plural, span
 
 ACCESS_WORDS = {
     "local": "local execution (clustereval ran on the node itself)",
@@ -254,7 +254,7 @@ def gpu_rows(view: RunView, nodes: list[NodeEnvironment]) -> list[tuple[str, str
         return " / ".join(x for x in (a, count) if x)
 
     def hbm(n: NodeEnvironment) -> str:
-        return span([g.memory_total_mib / 1024 for g in n.gpus if g.memory_total_mib], "GiB", fmt_num)
+        return span([g.memory_total_mib / 1024 for g in n.gpus if g.memory_total_mib], "GiB", lambda v: f"{v:.1f}")
 
     def driver(n: NodeEnvironment) -> str:
         return " / ".join(x for x in (n.software.driver, n.software.cuda_driver) if x)

@@ -279,6 +279,14 @@ UNITS = {
     "hca", "partition", "raid", "replica", "tenant", "domain", "superchip", "engine", "mme", "tpc", "xcd",
     "copy", "benchmark", "scan", "sweep", "writer", "reader", "shard", "layer", "pod", "namespace", "tool", "way",
 }
+_PHYSICAL = {"b", "kib", "mib", "gib", "tib", "w", "mhz", "ghz", "s", "ms", "min", "h", "tflops", "gb/s", "mib/s"}
+
+
+def _is_unit(word: str) -> bool:
+    word = word.lower()
+    return word in UNITS or word.rstrip("s") in UNITS or (word.endswith("es") and word[:-2] in UNITS)
+
+
 _NUM = re.compile(r"\d[\d_,]*(?:\.\d+)?")
 _IDENT_WORDS = {
     "gpu", "node", "rank", "link", "port", "gen", "numa", "version", "v", "python", "torch", "nccl", "cuda", "driver",
@@ -334,6 +342,9 @@ def _number_ok(text: str, m: re.Match) -> bool:
     if rng:
         after = after[rng.end():]
     unit = re.match(r"[\s\-]?([A-Za-zµμ°%×][\w/%°\-]*)", after)
+    two = re.match(r"\s[a-z][\w\-]*\s([a-z][\w\-]*)", after)  # "1,792 matmul shapes": one word before the noun
+    if two and _is_unit(two.group(1).rstrip(".,;:)")) and two.group(1) not in _PHYSICAL:
+        return True
     if unit:
         word = unit.group(1).lower().rstrip(".,;:)")
         if word in UNITS or word.rstrip("s") in UNITS or (word.endswith("es") and word[:-2] in UNITS):
@@ -473,8 +484,8 @@ def _links(doc: Doc):
 def _tool_link(doc: Doc):
     seen: set[str] = set()
     for ln in doc.lines:
-        if ln.kind not in ("text", "table", "heading"):
-            continue
+        if ln.kind not in ("text", "table") or ln.h2 == "Table of Contents":
+            continue  # the TOC names the tools its sections introduce
         linked = {}
         for label, target, _col in links(ln.raw):
             for span, _ in code_spans(label):
@@ -516,9 +527,12 @@ def _introduction(doc: Doc):
                 items.append(nxt)
         if not items:
             yield ln.n, "`### Introduction` needs a numbered list (`1.` `2.` …) of the passes that ran"
+        known = set(linked_before)
         for item in items:
             spans = [_tool_of(s) for s, _ in code_spans(item.raw)]
-            if links(item.raw) or any(s and s in linked_before for s in spans):
+            if links(item.raw) or any(s and s in known for s in spans):
+                for label, _, _ in links(item.raw):
+                    known |= {_tool_of(s) for s, _ in code_spans(label)}
                 continue
             yield item.n, "an Introduction item names no linked tool; link the tool where it is introduced"
 
