@@ -237,6 +237,15 @@ class SlurmCluster:
         proc = self.client(["squeue", "-h", "-o", "%i"])
         return proc.stdout.split()
 
+    def jobs_after_settling(self, timeout_s: float = 15) -> list[str]:
+        """Job ids still queued once completing jobs had ``timeout_s`` to leave the queue."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = self.jobs()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.3)
+
     def set_node_state(self, name: str, state: str, reason: str = "test") -> None:
         argv = ["scontrol", "update", f"nodename={name}", f"state={state}"]
         if state.lower() in ("down", "drain"):

@@ -37,6 +37,15 @@ class SlurmJob:
     def alive(self) -> bool:
         return self.state in ("RUNNING", "CONFIGURING", "SUSPENDED")
 
+    @property
+    def time_limit_reached(self) -> bool:
+        """TIMEOUT, or still RUNNING past its limit (slurmctld ends it at its next check, while
+        already refusing new steps)."""
+        if self.state == "TIMEOUT" or self.reason == "TimeLimit":
+            return True
+        limit, ran = parse_duration_s(self.time_limit), parse_duration_s(self.run_time)
+        return limit is not None and ran is not None and ran >= limit
+
 
 _KV = re.compile(r"(\S+?)=(\S*)")
 
@@ -90,9 +99,9 @@ def parse_sinfo_nodes(text: str) -> list[NodeState]:
     return list(seen.values())
 
 
-def parse_time_left_s(text: str) -> int | None:
-    """squeue's ``%L`` (time left) in seconds: ``[days-][hours:]minutes:seconds``; None for
-    UNLIMITED / NOT_SET / INVALID."""
+def parse_duration_s(text: str) -> int | None:
+    """A Slurm duration (squeue ``%L``/``%l``, ``TimeLimit=``, ``RunTime=``) in seconds:
+    ``[days-][hours:]minutes:seconds``; None for UNLIMITED / NOT_SET / INVALID."""
     text = text.strip()
     m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text)
     if not m:
@@ -173,7 +182,8 @@ def command_stderr(stderr: str) -> str:
 
 _FAILURES: list[tuple[str, str]] = [
     # (regex on one stderr line, kind); the first line that matches any pattern, in this order, wins
-    (r"Could not establish a configuration source|s_p_parse_file: cannot stat file|"
+    (r"Could not establish a configuration source", "no-config"),
+    (r"s_p_parse_file: cannot stat file|"
      r"Unable to contact slurm controller|fetch_config: DNS SRV lookup failed", "no-config"),
     (r"\*\*\* (?:STEP|JOB) \S+ ON (?P<node>\S+) CANCELLED AT \S+ DUE TO TIME LIMIT", "time-limit"),
     (r"Slurm job (?P<job>\d+) has expired|Job/step already completing or completed|"
@@ -189,13 +199,17 @@ _FAILURES: list[tuple[str, str]] = [
 ]
 
 
+_SLURM_LINE = re.compile(r"^(srun|salloc|sbatch|scontrol|squeue|sinfo|scancel|sbcast|slurmstepd\S*|"
+                         r"slurm_load_jobs error)[: ]")
+
+
 def classify_srun(stderr: str) -> SrunFailure | None:
     """srun's own failure in ``stderr``; None when srun launched the command (whatever its exit)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for pattern, kind in _FAILURES:
         rx = re.compile(pattern)
         for line in lines:
-            if not line.startswith(("srun:", "slurmstepd", "salloc:")):
+            if not _SLURM_LINE.match(line):
                 continue  # the command's own stderr never decides
             m = rx.search(line)
             if m:

@@ -70,6 +70,11 @@ class SlurmTransport(Transport):
                 return self.job_id
             if self._closed:
                 raise TransportError("slurm", "the Slurm allocation was already released", error_id="slurm-released")
+            conf = os.environ.get("SLURM_CONF", "")
+            if conf and not os.path.isfile(conf):
+                # srun and friends would retry for a minute before saying so
+                raise UsageError(f"SLURM_CONF={conf} does not exist", "point SLURM_CONF at the cluster's "
+                                 "slurm.conf, or unset it on a login node that has one", error_id="slurm-no-controller")
             existing = self.cfg.job_id or os.environ.get("SLURM_JOB_ID", "").strip()
             if existing:
                 self._adopt(existing)
@@ -196,7 +201,7 @@ class SlurmTransport(Transport):
         if "account" in low:
             return UsageError(f"[slurm] account {self.cfg.account!r} was refused: {err}",
                               "`sacctmgr show assoc user=$USER` lists your accounts", error_id="slurm-invalid-account")
-        failure = probe.classify_srun(stderr.replace("salloc:", "srun:"))
+        failure = probe.classify_srun(stderr)
         if failure and failure.kind == "no-config":
             return _no_controller(failure.line)
         return TransportError("slurm", f"salloc failed: {err}", "run the same salloc by hand to see the full "
@@ -254,7 +259,7 @@ class SlurmTransport(Transport):
     def show_job(self, job_id: str) -> probe.SlurmJob | None:
         proc = self._client(["scontrol", "show", "job", job_id])
         if proc.returncode != 0:
-            failure = probe.classify_srun("srun: " + proc.stderr)
+            failure = probe.classify_srun(proc.stderr)
             if failure and failure.kind == "no-config":
                 raise _no_controller(failure.line)
             return None
@@ -285,7 +290,7 @@ class SlurmTransport(Transport):
     def time_left_s(self) -> int | None:
         """Seconds until the allocation's time limit (None: unlimited or unknown)."""
         proc = self._client(["squeue", "-h", "-j", self.allocation(), "-o", "%L"])
-        return probe.parse_time_left_s(proc.stdout)
+        return probe.parse_duration_s(proc.stdout)
 
     # ---- nodes ---------------------------------------------------------------------------------
     def nodes(self, wanted: Iterable[str] = ()) -> list[Node]:
@@ -473,7 +478,7 @@ class SlurmTransport(Transport):
                 raise TransportError(node, f"Slurm job {self.job_id} no longer exists ({failure.line})",
                                      "the allocation ended; start a new one and run with --resume",
                                      error_id="slurm-no-allocation")
-            if failure.kind == "time-limit" and job.alive:
+            if failure.kind == "time-limit":  # the job may still read COMPLETING for a moment
                 job.state, job.reason = "TIMEOUT", "TimeLimit"
             raise self._job_ended_error(job, node)
         if failure.kind == "node-unreachable":
@@ -496,7 +501,7 @@ class SlurmTransport(Transport):
 
     def _job_ended_error(self, job: probe.SlurmJob, node: str, *, source: str = "") -> TransportError:
         job_ref = f"Slurm job {job.job_id}" + (f" ({source})" if source else "")
-        if job.state == "TIMEOUT" or job.reason == "TimeLimit":
+        if job.time_limit_reached:
             hint = (f"raise [slurm] time_limit (now {self.cfg.time_limit}) in cluster.toml, or run fewer phases with "
                     "--phases" if self.owned else "ask for a longer allocation (salloc --time) or run fewer "
                     "phases with --phases")
