@@ -33,6 +33,16 @@ def size_label(num_bytes: int) -> str:
     return f"{num_bytes} B"
 
 
+def human_bytes(num_bytes: int) -> str:
+    """IEC with one decimal: ``16.0 GiB``, ``4.0 KiB``, ``0 B``."""
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{num_bytes} B"
+
+
 # ---- before the scan: what to scan ----------------------------------------------------------
 
 
@@ -54,12 +64,25 @@ class PlannedScan:
     stands_for: list[str] = field(default_factory=list)  # other volumes of the same type and size
 
 
+def names_a_volume(source: str) -> bool:
+    """Whether a mount source identifies one volume (a device, ``server:/export``, ``nid@net:/fs``);
+    ``tmpfs``, ``overlay`` or ``none`` are shared by unrelated mounts."""
+    return "/" in source or ":" in source or "@" in source
+
+
+def same_volume(source_a: str, mount_a: str, source_b: str, mount_b: str) -> bool:
+    """Same backing volume: the same mount point, or the same identifying source (a bind mount, an alias)."""
+    if mount_a and mount_a == mount_b:
+        return True
+    return names_a_volume(source_a) and source_a == source_b
+
+
 def plan_scans(candidates: list[Candidate]) -> list[PlannedScan]:
     """One scan per distinct (type, size); the first declared path of each group is scanned."""
     plans: list[PlannedScan] = []
     for cand in candidates:
-        same = next((p for p in plans if p.scan.source == cand.source and p.scan.fstype == cand.fstype
-                     and p.scan.size_bytes == cand.size_bytes), None)
+        same = next((p for p in plans if p.scan.fstype == cand.fstype and same_volume(
+            p.scan.source, p.scan.volume_mount, cand.source, cand.volume_mount)), None)
         if same:
             same.same_volume.append(cand.path)
             continue

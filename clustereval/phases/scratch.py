@@ -18,6 +18,7 @@ import posixpath
 import threading
 from dataclasses import dataclass
 
+from clustereval.analysis.storage import human_bytes
 from clustereval.config import Config
 from clustereval.errors import ScratchError, TransportError
 from clustereval.records import from_dict, to_dict
@@ -103,8 +104,7 @@ def scratch_root(config: Config, mount: str) -> str:
     custom = config.scratch_root
     if not custom:
         return default
-    if "{mount}" in custom or "{user}" in custom:
-        return normalize(custom.replace("{mount}", mount).replace("{user}", config.scratch_user))
+    custom = custom.replace("{mount}", mount).replace("{user}", config.scratch_user)
     if not posixpath.isabs(custom):
         return normalize(posixpath.join(mount, custom))
     return normalize(custom) if inside(custom, mount) else default
@@ -311,7 +311,7 @@ def _int(text: str) -> int:
 
 
 def _gib(num_bytes: int) -> str:
-    return f"{num_bytes / 2**30:.1f} GiB"
+    return human_bytes(num_bytes)
 
 
 def _create_hint(why: str, mount: str) -> str:

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from clustereval.analysis.storage import Candidate, plan_scans
+from clustereval.analysis.storage import Candidate, plan_scans, same_volume
 from clustereval.errors import ClusterEvalError, ScratchError, TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
@@ -359,16 +359,15 @@ def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[Filesyst
     env = _env_filesystems(ctx)
     if env:
         rows = [fs for fs in env if fs.mount == "/"] + [fs for fs in env if fs.mount != "/"]
-    seen = {(fs.source, fs.fstype) for fs in rows}
     mounts = {fs.mount for fs in rows} | {a for fs in rows for a in fs.aliases}
     for path, row in volumes.items():
-        if (row.source, row.fstype) in seen or row.target in mounts:
+        if row.target in mounts or any(fs.fstype == row.fstype and same_volume(fs.source, fs.mount, row.source,
+                                                                               row.target) for fs in rows):
             continue
         shared = path != "/" and path != normalize(ctx.config.local_scratch)
         fs = FilesystemInfo(mount=row.target, size_bytes=row.size_bytes, fstype=backing_type(ctx, row),
                             source=row.source, shared=shared or probe.is_network(row.fstype))
         rows.append(fs)
-        seen.add((row.source, row.fstype))
         mounts.add(row.target)
     rows.sort(key=lambda fs: fs.mount != "/")
     return rows

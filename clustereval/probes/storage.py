@@ -15,11 +15,6 @@ NETWORK_FSTYPES = {"lustre", "gpfs", "beegfs", "nfs", "nfs4", "cifs", "smb3", "v
                    "glusterfs", "cephfs", "ceph", "fuse.ceph", "wekafs", "fuse.weka", "9p", "fuse.juicefs",
                    "fuse.s3fs", "fuse.gcsfuse", "panfs", "fuse.sshfs", "sshfs", "fuse.mountpoint-s3"}
 
-PRODUCT_NAMES = {"lustre": "Lustre", "gpfs": "GPFS", "beegfs": "BeeGFS", "nfs": "NFS", "nfs4": "NFS",
-                 "cephfs": "CephFS", "ceph": "CephFS", "wekafs": "WekaFS", "glusterfs": "GlusterFS",
-                 "fuse.glusterfs": "GlusterFS", "virtiofs": "virtiofs"}
-
-
 @dataclass
 class DfRow:
     source: str
@@ -43,11 +38,6 @@ def parse_df(text: str) -> list[DfRow]:
 
 def is_network(fstype: str) -> bool:
     return fstype.lower() in NETWORK_FSTYPES
-
-
-def type_label(fstype: str) -> str:
-    """How the report names a filesystem type: products by name, local types as ``df -T`` says."""
-    return PRODUCT_NAMES.get(fstype.lower(), fstype)
 
 
 # ---- human sizes in tool output -------------------------------------------------------------

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import shlex
 
+from clustereval.analysis.storage import human_bytes
 from clustereval.records.scratch import ScratchMove
 
-
-def human_bytes(num_bytes: int) -> str:
-    """IEC with one decimal: ``16.0 GiB``, ``4.0 KiB``, ``0 B``."""
-    value = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{num_bytes} B"
+__all__ = ["cleanup_lines", "human_bytes"]
 
 
 def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:

@@ -15,6 +15,7 @@ from clustereval.analysis.storage import (
     Judgement,
     group_by_measurement,
     judge,
+    same_volume,
     size_label,
     target_for,
 )
@@ -162,7 +163,7 @@ def dedupe_partitions(partitions: list[FilesystemInfo]) -> list[FilesystemInfo]:
     """One row per backing volume, ``/`` first (a ``/tmp`` on ``/`` is not a second disk)."""
     out: list[FilesystemInfo] = []
     for fs in sorted(partitions, key=lambda f: f.mount != "/"):
-        if any(o.source == fs.source and o.fstype == fs.fstype for o in out):
+        if any(o.fstype == fs.fstype and same_volume(o.source, o.mount, fs.source, fs.mount) for o in out):
             continue
         out.append(fs)
     return out
