@@ -152,3 +152,34 @@ def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     assert du_bytes(tmp_path / "local") < 64 * 1024  # only the empty <user> folder is left
     state = json.loads((raw / "state.json").read_text())
     assert state["interrupted"] and "storage" not in state["phases_finished"]
+
+
+def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp_path):
+    """Over SSH on 3 namespace nodes: the scan runs on node0, every node writes at once, nothing is left."""
+    from clustereval.phases.base import Profile, RunContext
+    from clustereval.store import RunState, RunStore
+
+    shared, local = cluster3.shared_dir, cluster3.scratch_dir
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="2026-11-30-1900Z"))
+    from clustereval.config import Config
+
+    cfg = Config(nodes=tuple(n.name for n in cluster3.nodes), access="ssh", local_scratch=str(local),
+                 shared_paths=(str(shared),), scratch_user="evaluser")
+    ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store,
+                     profile=Profile(name="test", fio_runtime_s=1, fio_ramp_s=0))
+    rec = StoragePhase(file_sizes=(16 * 2**10,), concurrent_bytes=16 * 2**20).run(ctx)
+    assert rec.gaps == [], rec.gaps
+    assert rec.local.complete and rec.shared[0].complete and rec.local.node == cluster3.nodes[0].name
+    cw = rec.concurrent
+    assert [w.node for w in cw.nodes] == [n.name for n in cluster3.nodes]
+    assert all(w.bytes_written == 16 * 2**20 and w.seconds > 0 and w.mib_s > 0 for w in cw.nodes)
+    assert cw.aggregate_mib_s == pytest.approx(3 * 16 / max(w.seconds for w in cw.nodes))
+    area = next(a for a in scratch_for(ctx).areas() if a.shared)
+    assert sorted(os.listdir(os.path.join(area.path, "concurrent-write"))) == ["node0.bin", "node1.bin", "node2.bin"]
+    moves = scratch_for(ctx).cleanup(ctx.nodes)
+    shared_move = next(m for m in moves if m.path == area.path)
+    assert shared_move.action == "moved" and shared_move.size_bytes >= 3 * 16 * 2**20
+    assert files_outside_trash(local, shared) == []
+    md = render_report(RunView("t", "s", "raw-t", "ssh", {"storage": rec})).markdown
+    assert "### Concurrent write shared fs benchmark" in md and "3-node 16 MiB `O_DIRECT` `dd`" in md

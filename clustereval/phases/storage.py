@@ -49,10 +49,13 @@ class StoragePhase:
     name = "storage"
     title = "Storage"
 
-    def __init__(self, file_sizes: tuple[int, ...] | None = None, fio: str = "fio") -> None:
-        # file_sizes: tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB
+    def __init__(self, file_sizes: tuple[int, ...] | None = None, fio: str = "fio",
+                 concurrent_bytes: int = CONCURRENT_BYTES) -> None:
+        # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
+        # writes 1 GiB per node in the concurrent write
         self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
         self.fio = fio
+        self.concurrent_bytes = concurrent_bytes
 
     def applies(self, ctx: RunContext) -> bool:
         return True
@@ -282,14 +285,15 @@ class StoragePhase:
     # -- concurrent write ----------------------------------------------------------------------
     def _concurrent_write(self, ctx: RunContext, scratch: Scratch, mount: str, row: probe.DfRow | None,
                           rec: StorageRecord) -> ConcurrentWrite | None:
-        cw = ConcurrentWrite(mount=mount, bytes_per_node=CONCURRENT_BYTES)
+        cw = ConcurrentWrite(mount=mount, bytes_per_node=self.concurrent_bytes)
         if row is not None:
             cw.size_bytes, cw.fstype = row.size_bytes, backing_type(ctx, row)
         first = ctx.nodes[0]
         try:
             check_declared(ctx.config, mount)
-            scratch.require_space(first, mount, len(ctx.nodes) * CONCURRENT_BYTES + SPACE_MARGIN_BYTES,
-                                  f"the concurrent write ({len(ctx.nodes)} nodes x 1 GiB)")
+            scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
+                                  f"the concurrent write ({len(ctx.nodes)} nodes x "
+                                  f"{fio_probe.iec_label(self.concurrent_bytes)})")
             area = scratch.ensure(first, mount)
         except (ScratchError, TransportError) as exc:
             rec.gaps.append(Gap(phase=self.name, text=f"The concurrent write to `{mount}` did not run: {exc.message}.",
@@ -297,7 +301,7 @@ class StoragePhase:
             return None
         folder = posixpath.join(area.path, "concurrent-write")
         ctx.transport.run(first, ["mkdir", "-p", "--", folder], timeout_s=60)
-        count = CONCURRENT_BYTES // 2**20
+        count = self.concurrent_bytes // 2**20
 
         def argv_for(node: Node) -> list[str]:
             return ["dd", "if=/dev/zero", f"of={folder}/node{node.index}.bin", "bs=1M", f"count={count}",
@@ -305,7 +309,8 @@ class StoragePhase:
 
         cw.argv = argv_for(Node("<node>", "<node>", index=0))
         cw.argv[2] = f"of={folder}/node<N>.bin"
-        ctx.progress(self.name, first.name, f"{len(ctx.nodes)} nodes write 1 GiB each to {mount} at once", None)
+        ctx.progress(self.name, first.name, f"{len(ctx.nodes)} nodes write "
+                                            f"{fio_probe.iec_label(self.concurrent_bytes)} each to {mount} at once", None)
         t0 = time.monotonic()
 
         def one(node: Node) -> NodeWrite:
