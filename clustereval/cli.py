@@ -102,16 +102,73 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True))
-def report(run_dir: str) -> None:
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
+def report(run_dir: str, config_path: str | None) -> None:
     """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
-    from clustereval.app import rerender
+    from clustereval.app import rerender, stored_config_path
 
-    sys.exit(rerender(Path(run_dir), console=console, out=out))
+    config_path = config_path or stored_config_path(Path(run_dir))
+    config = load_config_or_default(config_path) if config_path and Path(config_path).exists() else None
+    sys.exit(rerender(Path(run_dir), console=console, out=out, config=config))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml to reach the nodes (default: the one the run used).")
+def cleanup(run_dir: str, config_path: str | None) -> None:
+    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
+    from clustereval.app import cleanup_run, stored_config_path
+
+    config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
+    sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--node", "node_name", help="Snapshot this node (name, address or node<N>).")
+@click.option("--all", "all_nodes", is_flag=True, help="Snapshot every node in parallel.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON with the same content as the lines.")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled from /proc/stat.")
+@click.option("--evidence", "evidence_dir", type=click.Path(file_okay=False),
+              help="Also write one evidence folder (and .tar.gz) per node with a CONCERN under this folder.")
+def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as_json: bool,
+             sample_seconds: float, evidence_dir: str | None) -> None:
+    """Read-only host snapshot: [OK] / [CONCERN] / [INFO] lines, each CONCERN with a → next step.
+
+    Writes nothing but its own output (and the evidence folders when asked for).
+    """
+    from clustereval.debug import snapshot as snap
+    from clustereval.transport.factory import make_transport, nodes_of
+
+    config = load_config_or_default(config_path)
+    nodes = snap.select_nodes(nodes_of(config), node_name, all_nodes)
+    record = snap.collect(config, make_transport(config), nodes, sample_s=sample_seconds)
+    if as_json:
+        click.echo(snap.snapshot_json(record))
+    else:
+        for line in snap.snapshot_lines(record):
+            out.print(line, markup=False)
+    if evidence_dir:
+        from clustereval.debug.evidence import write_snapshot_evidence
+
+        for path in write_snapshot_evidence(Path(evidence_dir), record):
+            console.print(f"evidence: {path}", markup=False)
+    console.print(snap.summary(record), markup=False)
+    if not all_nodes and node_name is None and len(nodes_of(config)) > 1:
+        console.print(f"(snapshot of {nodes[0].name} only: --all for every node)", markup=False)
+    sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
 
 
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
+    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         cli(standalone_mode=True)
     except SystemExit:

@@ -6,6 +6,7 @@ from typing import Any
 
 from clustereval.records.environment import EnvironmentRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
+from clustereval.records.storage import StorageRecord
 
 # phase name -> record class. A phase module's record class lives in records/<area>.py.
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -13,6 +14,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
     "environment": EnvironmentRecord,
+    "storage": StorageRecord,
 }
 
 
