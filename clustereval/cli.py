@@ -147,6 +147,42 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
 
 
+@cli.group()
+def debug() -> None:
+    """Performance debugger workflows: uneven NCCL across nodes, a slow filesystem."""
+
+
+@debug.command("nccl")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml).")
+@click.option("--pairs", "pairs_file", type=click.Path(exists=True, dir_okay=False),
+              help="Use a saved pairwise record (RUN_DIR/pairwise.record.json) instead of measuring.")
+@click.option("--snapshot-all", is_flag=True, help="Snapshot every node, not only the ones the hunt names.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled in each snapshot.")
+def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all: bool, reports_dir: str | None,
+                   sample_seconds: float) -> None:
+    """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
+    from clustereval.analysis.nccl_debug import report_lines
+    from clustereval.app import _progress_printer
+    from clustereval.debug.nccl import debug_nccl
+
+    config = load_config_or_default(config_path)
+    rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
+                            snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
+                            sample_s=sample_seconds, progress=_progress_printer(console))
+    for line in report_lines(rec):
+        out.print(line, markup=False)
+    for gap in rec.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    if rec.evidence_dir:
+        console.print(f"evidence: {rec.evidence_dir}", markup=False)
+    completed = [p for p in rec.pairs if p.busbw_gb_s is not None]
+    sys.exit(0 if completed else 1)
+
+
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
