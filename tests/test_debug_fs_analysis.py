@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-from clustereval.analysis.fs_debug import cell_key, diagnose, sweep_text
-from clustereval.records.debug import FioCell, StripeLayout
+from clustereval.analysis.fs_debug import diagnose, sweep_text
 from clustereval.records.snapshot import Signal
+from clustereval.records.storage import FioCell, Layout
+
+KIB16, MIB, GIB = 16 * 2**10, 2**20, 2**30
 
 
-def cells(bw: dict[str, tuple[float, float]]) -> list[FioCell]:
+def cells(bw: dict[int, tuple[float, float]]) -> list[FioCell]:
     out = []
     for size, (r, w) in bw.items():
-        out += [FioCell(size=size, rw="read", bw_mib_s=r), FioCell(size=size, rw="write", bw_mib_s=w)]
+        out += [FioCell(file_size_bytes=size, rw="read", bw_mib_s=r),
+                FioCell(file_size_bytes=size, rw="write", bw_mib_s=w)]
     return out
 
 
 # the 2x H200 local disk (fixtures/h200x2/fio) and a slow shared mount
-LOCAL = cells({"16 KiB": (1095.4, 1626.3), "1 MiB": (996.4, 1565.9), "1 GiB": (1014.9, 1402.0)})
-SHARED = cells({"16 KiB": (20.5, 15.0), "1 MiB": (180.0, 150.0), "1 GiB": (400.0, 350.0)})
+LOCAL = cells({KIB16: (1095.4, 1626.3), MIB: (996.4, 1565.9), GIB: (1014.9, 1402.0)})
+SHARED = cells({KIB16: (20.5, 15.0), MIB: (180.0, 150.0), GIB: (400.0, 350.0)})
 
 
 def test_without_targets_the_verdict_waits_for_the_operator():
-    verdict, facts, guide = diagnose("/fsx", SHARED, LOCAL, StripeLayout(stripe_count=1, num_osts=8), [])
+    verdict, facts, guide = diagnose("/fsx", SHARED, LOCAL, Layout(tool="lfs", stripe_count=1, num_targets=8,
+                                                                       summary="default stripe count 1, stripe size "
+                                                                               "1 MiB (`lfs getstripe -d`); 8 OSTs"), [])
     assert verdict == "undecided"
     text = "\n".join(facts)
     assert "read / write: 16 KiB 20.5 MiB/s / 15.0 MiB/s, 1 MiB 180.0 MiB/s / 150.0 MiB/s, " \
            "1 GiB 400.0 MiB/s / 350.0 MiB/s" in text
     assert "16 KiB read 53.4×" in text and "1 GiB write 4.0×" in text
     assert "reading 16 KiB files on /fsx runs at 20.5 MiB/s against 400.0 MiB/s for 1 GiB files (19.5× apart)" in text
-    assert "default stripe count 1 of 8 OSTs" in text and "single OST" in text
+    assert "layout of a new folder on /fsx: default stripe count 1" in text and "single OST" in text
     assert guide[0].startswith("verdict: undecided until the operator's expected figures for /fsx are known")
     joined = "\n".join(guide)
     for phrase in ("pin_memory=True", "torch.distributed.checkpoint", "async_save", "rank 0",
@@ -59,6 +64,5 @@ def test_storage_concerns_point_at_capacity_even_without_targets():
     assert "the node spends CPU time waiting on IO: host iowait 35.0% over 3 s" in text
 
 
-def test_cell_keys_match_the_config_targets():
-    assert cell_key(FioCell(size="16 KiB", rw="read")) == "16KiB-read"
-    assert sweep_text([FioCell(size="1 GiB", rw="read", bw_mib_s=None, error="timed out")]) == "no fio figures"
+def test_a_cell_without_figures_is_said_so():
+    assert sweep_text([FioCell(file_size_bytes=GIB, rw="read", error="timed out")]) == "no fio figures"

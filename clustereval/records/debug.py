@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
 from clustereval.records.snapshot import Signal, SnapshotRecord
+from clustereval.records.storage import MountScan
 
 
 @dataclass
@@ -54,38 +55,17 @@ class NcclDebugRecord(PhaseRecord):
 
 
 @dataclass
-class FioCell:
-    """One fio run of the quick scan: a file size and a direction."""
-
-    size: str  # "16 KiB", "1 MiB", "1 GiB"
-    rw: str  # read | write
-    bw_mib_s: float | None = None
-    iops: float | None = None
-    latency_ms: float | None = None
-    error: str = ""
-
-
-@dataclass
-class StripeLayout:
-    """Lustre layout of the scanned folder (``lfs getstripe -d``) and the OST count (``lfs df``)."""
-
-    stripe_count: int | None = None  # -1: over every OST
-    stripe_size_bytes: int | None = None
-    num_osts: int | None = None
-    raw: str = ""
-
-
-@dataclass
 class FsDebugRecord(PhaseRecord):
     node: str = ""
     mount: str = ""  # the mount point holding the path asked about
     path: str = ""  # the path asked about
     fstype: str = ""
-    local_path: str = ""  # the local disk path the scan compares against
-    layout: StripeLayout | None = None
-    shared_cells: list[FioCell] = field(default_factory=list)
-    local_cells: list[FioCell] = field(default_factory=list)
+    local: MountScan | None = None  # the quick scan of the local disk
+    shared: MountScan | None = None  # the quick scan of the mount, with its layout
+    runtime_s: int = 0  # timed IO per fio run
     storage_signals: list[Signal] = field(default_factory=list)  # the snapshot's storage / iowait lines
-    verdict: str = ""  # saturated | pattern | unknown
+    verdict: str = ""  # saturated | pattern | undecided
+    facts: list[str] = field(default_factory=list)
     guidance: list[str] = field(default_factory=list)
+    cleanup: list[str] = field(default_factory=list)  # where the scratch went, one line per folder
     evidence: str = ""
