@@ -231,6 +231,9 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
+    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         cli(standalone_mode=True)
     except SystemExit:
