@@ -413,7 +413,9 @@ def render_environment(view: RunView, doc: Document) -> SectionResult:
     note = "host, GPU, fabric, mounts, software (inventory, not a benchmark)" if has_gpu else \
         "host, mounts, software (inventory, not a benchmark)"
     doc.heading(2, "Environment", note=note)
-    result = SectionResult(gaps=list(env.gaps))
+    # the node setup's own Gaps (host packages, the eval Python) belong with the inventory
+    setup = [g for phase in ("packages", "evalpython") for g in (getattr(view.get(phase), "gaps", None) or [])]
+    result = SectionResult(gaps=list(env.gaps) + setup)
     if nodes:
         doc.para(_intro(view, env))
         doc.heading(3, "Host", toc=False)
