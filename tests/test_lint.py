@@ -130,3 +130,31 @@ def test_cli_lint_exit_codes(tmp_path):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = run_cli("lint", str(REPORTS / "bad-findings.md"))
     assert bad.returncode == 1 and "[gpu-naming]" in bad.stdout
+
+
+ALLOWED_NUMBERS = [
+    "MSMF 701 / 698 / 704 TFLOPS in three passes, 6.8–7.2% below the node median.",
+    "It timed 1,792 matmul shapes on GPU0 and 1 of the fastest large shapes ran for 30 s.",
+    "The official figure is 989 TFLOPS (10¹² floating-point operations per second).",
+    "Driver 580.159.04 with CUDA 13.0 on Ubuntu 24.04 and NVLink 4 across 18 links.",
+    "The run started 2026-09-17 at 19:38 and took 4 min 30 s on `blah-176(node0):gpu7`.",
+    "A 1024×4096×16384 shape and the fixed 16384³ matmul, 8× H200 per node, a 4-node write of 1 GiB.",
+    "The 3200 Gb/s of 8× ConnectX-7 links at 400 Gb/s each; 26.5× slower than local; 1× would mean equal.",
+]
+FLAGGED_NUMBERS = [
+    "read / write MiB/s: 1_646.1 / 1_658.3",
+    "The local disk reached 12_029.1 at 16 KiB.",
+    "Peak busbw was 345 at the largest payload.",
+]
+
+
+@pytest.mark.parametrize("sentence", ALLOWED_NUMBERS)
+def test_numbers_with_units_pass(sentence):
+    text = BASE.replace("Pass on every plugin and every GPU of `blah-176`.", sentence)
+    assert "number-unit" not in {p.rule for p in lint_text(text)}, [str(p) for p in lint_text(text)]
+
+
+@pytest.mark.parametrize("sentence", FLAGGED_NUMBERS)
+def test_bare_numbers_are_flagged(sentence):
+    text = BASE.replace("Pass on every plugin and every GPU of `blah-176`.", sentence)
+    assert "number-unit" in {p.rule for p in lint_text(text)}

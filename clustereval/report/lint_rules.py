@@ -279,6 +279,8 @@ UNITS = {
     "hca", "partition", "raid", "replica", "tenant", "domain", "superchip", "engine", "mme", "tpc", "xcd",
     "copy", "benchmark", "scan", "sweep", "writer", "reader", "shard", "layer", "pod", "namespace", "tool", "way",
 }
+_STOP = {"at", "in", "on", "for", "per", "with", "by", "to", "from", "and", "or", "than", "while", "when", "was",
+         "were", "is", "are", "but", "after", "before", "over", "under", "against", "vs"}
 _PHYSICAL = {"b", "kib", "mib", "gib", "tib", "w", "mhz", "ghz", "s", "ms", "min", "h", "tflops", "gb/s", "mib/s"}
 
 
@@ -313,7 +315,7 @@ def _number_ok(text: str, m: re.Match) -> bool:
     if re.search(r"[×x*]\s?$", before):
         return True
     # attached on the right to a letter that is not a unit: identifiers like 3rd, 2nd, 4x, 16k is the IEC rule's
-    tail = re.match(r"[A-Za-zµμ°%×³²′\"]+", after)
+    tail = re.match(r"[A-Za-zµμ°%×¹²³⁴⁵⁶⁷⁸⁹⁰⁻′\"]+", after)
     if tail:
         # a unit written without a space (700W, 10s), an ordinal, or an identifier (9a): not a bare number
         return True
@@ -341,10 +343,19 @@ def _number_ok(text: str, m: re.Match) -> bool:
     rng = re.match(r"\s?(–|-|to)\s?(\d[\d_,]*(?:\.\d+)?)", after)
     if rng:
         after = after[rng.end():]
+    # a chain "701 / 698 / 704 TFLOPS" (the runbook's own form) takes the unit after its last number;
+    # a chain with no unit at its end is the lead-in habit the runbook forbids
+    chain = re.match(r"(\s?/\s?\d[\d_,]*(?:\.\d+)?)+", after)
+    if chain:
+        after = after[chain.end():]
     unit = re.match(r"[\s\-]?([A-Za-zµμ°%×][\w/%°\-]*)", after)
-    two = re.match(r"\s[a-z][\w\-]*\s([a-z][\w\-]*)", after)  # "1,792 matmul shapes": one word before the noun
-    if two and _is_unit(two.group(1).rstrip(".,;:)")) and two.group(1) not in _PHYSICAL:
-        return True
+    # a count whose noun comes a few words later: "1,792 matmul shapes", "1 of the fastest large shapes"
+    if re.fullmatch(r"[\d,]+", token):
+        for w in re.findall(r"[A-Za-z][\w\-]*", after[:60])[:5]:
+            if w.lower() in _STOP:
+                break
+            if _is_unit(w) and w.lower() not in _PHYSICAL:
+                return True
     if unit:
         word = unit.group(1).lower().rstrip(".,;:)")
         if word in UNITS or word.rstrip("s") in UNITS or (word.endswith("es") and word[:-2] in UNITS):
