@@ -132,3 +132,18 @@ def test_golden_head():
         f"Raw logs: [`{RAW}/`]({RAW}/).\n\n"
         "## Table of Contents\n\n"
         "1. [Environment](#environment) — host, GPU, fabric, mounts, software (inventory, not a benchmark)\n\n")
+
+
+GOLDEN = __import__("pathlib").Path(__file__).parent / "fixtures" / "report" / "environment-h200x2.md"
+
+
+def test_golden_h200_report():
+    """The whole report rendered from the H200 captures, datetime normalised.
+    Regenerate with CLUSTEREVAL_UPDATE_GOLDEN=1 after an intended change, and read the diff."""
+    import os
+
+    md = normalise(render({"environment": h200_record(1),
+                           "evalpython": EvalPythonRecord(torch="2.11.0+cu130", verified_newest=True)}))
+    if os.environ.get("CLUSTEREVAL_UPDATE_GOLDEN"):
+        GOLDEN.write_text(md)
+    assert md == GOLDEN.read_text()

@@ -150,10 +150,10 @@ def _intro(view: RunView, env: EnvironmentRecord) -> str:
         used.append(f"[`lscpu`]({TOOL_URLS['lscpu']}) (CPUs and NUMA nodes)")
     fs_tools = [t for t in ("findmnt", "lsblk", "df") if t in ran]
     if fs_tools:
-        used.append(" ".join(f"[`{t}`]({TOOL_URLS[t]})" for t in fs_tools) + " (mounts and their sizes)")
+        used.append(_join([f"[`{t}`]({TOOL_URLS[t]})" for t in fs_tools]) + " (mounts and their sizes)")
     if any(n.nics for n in nodes):
         nic_tools = [t for t in ("ibstat", "rdma link") if t.replace(" ", "-") in ran]
-        used.append(" ".join(f"[`{t}`]({TOOL_URLS[t]})" for t in nic_tools) + " and `/sys/class/infiniband` "
+        used.append(_join([f"[`{t}`]({TOOL_URLS[t]})" for t in nic_tools] + ["`/sys/class/infiniband`"]) + " "
                     "(RDMA adapters and their port rates)")
     link = env.tool_links.get("software.py")
     if link:
@@ -385,7 +385,7 @@ def software_rows(view: RunView, nodes: list[NodeEnvironment]) -> list[tuple[str
         ("Python", per_node(nodes, lambda n: n.software.python)),
         ("torch", per_node(nodes, torch)),
         ("CUDA (torch build)", per_node(nodes, lambda n: n.software.torch_cuda)),
-        ("NCCL (NVIDIA Collective Communications Library, as torch reports it)", per_node(nodes, lambda n: n.software.nccl)),
+        ("NCCL (the version torch loads)", per_node(nodes, lambda n: n.software.nccl)),
     ]
     rows.append(("NCCL environment", _nccl_env(view)))
     return rows
