@@ -122,6 +122,7 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
     in_main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     try:
+        ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
         return scratch.cleanup(ctx.nodes)
     finally:
         if in_main:
@@ -131,11 +132,15 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
 def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console) -> int:
     """``clustereval cleanup RUN_DIR``: move whatever scratch the run left (it recorded every folder)."""
     store = RunStore.open(run_dir)
-    scratch = Scratch(config, make_transport(config), store)
-    if not scratch.areas():
-        out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
-        return EXIT_OK
-    moves = scratch.cleanup(nodes_of(config))
+    transport = make_transport(config)
+    try:
+        scratch = Scratch(config, transport, store)
+        if not scratch.areas():
+            out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
+            return EXIT_OK
+        moves = scratch.cleanup(nodes_of(config, transport))
+    finally:
+        transport.close()
     for line in cleanup_lines(moves, str(store.raw_dir)):
         out.print(line, markup=False)
     if all(m.action == "absent" for m in moves):
