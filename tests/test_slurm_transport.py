@@ -28,6 +28,10 @@ def test_requested_allocation_runs_everywhere_and_is_released(slurm_cluster, tmp
         assert [n.address for n in nodes] == [n.address for n in slurm_cluster.netns.nodes]
         assert [n.extra["hostname"] for n in nodes] == slurm_cluster.node_names
         assert slurm_cluster.jobs() == [t.job_id]
+        ok, line = t.allocation_check(nodes)
+        assert ok, line
+        assert line.startswith(f"Slurm job {t.job_id} (requested by this run): partition debug, 3 nodes ")
+        assert line.endswith("of 00:10:00 left")
 
         one = t.run(nodes[1], ["sh", "-c", "hostname; echo err >&2; exit 3"])
         assert (one.rc, one.stdout, one.stderr) == (3, f"{nodes[1].name}\n", "err\n")

@@ -326,6 +326,27 @@ class SlurmTransport(Transport):
         proc = self._client(["squeue", "-h", "-j", self.allocation(), "-o", "%L"])
         return probe.parse_duration_s(proc.stdout)
 
+    def allocation_check(self, nodes: Iterable[Node]) -> tuple[bool, str]:
+        """Preflight: the allocation exists, runs, and covers every node. (passed, one line)."""
+        try:
+            job = self.show_job(self.allocation())
+            if job is None:
+                return False, f"Slurm job {self.job_id} does not exist"
+            if not job.alive or job.time_limit_reached:
+                return False, self._job_ended_error(job, "slurm").message
+            names = self.hostnames(job.node_list)
+            missing = [n.name for n in nodes if n.name not in names]
+            if missing:
+                return False, f"{', '.join(missing)} not in Slurm job {job.job_id} ({job.node_list})"
+            left = probe.parse_duration_s(job.time_limit)
+            ran = probe.parse_duration_s(job.run_time) or 0
+            when = f", {_fmt_duration(left - ran)} of {job.time_limit} left" if left is not None else ", no time limit"
+            who = "requested by this run" if self.owned else "an existing allocation"
+            return True, (f"Slurm job {job.job_id} ({who}): partition {job.partition}, {len(names)} "
+                          f"node{'s' if len(names) != 1 else ''} {job.node_list}{when}")
+        except (TransportError, UsageError) as exc:
+            return False, exc.message
+
     # ---- nodes ---------------------------------------------------------------------------------
     def nodes(self, wanted: Iterable[str] = ()) -> list[Node]:
         """The allocation's nodes in Slurm's order (or ``wanted``, which must all be in it), each
@@ -612,6 +633,15 @@ class _SrunProcess(subprocess.Popen):
 
     def terminate(self) -> None:
         self.kill()
+
+
+def _fmt_duration(seconds: int) -> str:
+    seconds = max(0, seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def _no_slurm(binary: str) -> UsageError:
