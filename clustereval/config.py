@@ -1,8 +1,8 @@
 """cluster.toml + hostfile -> a frozen, validated ``Config``.
 
-The dataclasses below are the schema: every field has a docstring-comment saying what it is.
+The dataclasses below are the schema: every field has a comment saying what it is.
 Loading and validation (every problem at once, each with file:line and a hint) live in
-``load_config``.
+``clustereval.configload`` and are re-exported here as ``load_config``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Config:
     reports_dir: str = "reports"
     targets: Targets = field(default_factory=Targets)
     source: str = ""  # the cluster.toml path this came from; "" for the built-in default
+    given: tuple[str, ...] = ()  # dotted keys cluster.toml set explicitly ("ssh.port", "shared_paths")
 
     @property
     def num_nodes(self) -> int:
@@ -99,3 +100,9 @@ def default_local_config() -> Config:
     """No cluster.toml: evaluate this machine as a 1-node cluster over local exec."""
     host = socket.gethostname().split(".")[0] or "localhost"
     return Config(name=host, access="local", nodes=(host,))
+
+
+def load_config(path):  # noqa: ANN001, ANN201 - re-exported; see configload.load_config
+    from clustereval.configload import load_config as _load
+
+    return _load(path)
