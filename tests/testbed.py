@@ -168,7 +168,7 @@ class NetnsCluster:
         for node in self.nodes:
             self._wait_for_port(node, self.ssh_port)
         self.hostfile.write_text("# generated test hostfile: one node per line\n"
-                                 + "".join(f"{n.address} slots=1\n" for n in self.nodes))
+                                 + "".join(f"{n.address}\n" for n in self.nodes))
 
     def _add_node(self, node: TestNode, prefixlen: int) -> None:
         _sh("ip", "netns", "add", node.netns)
@@ -373,7 +373,7 @@ class NetnsCluster:
         path = Path(path or self.config_path)
         names = nodes if nodes is not None else [n.name for n in self.nodes]
         top = {"name": f"testbed-{self.id}", "access": "ssh", "nodes": names, "hostfile": str(self.hostfile),
-               "gpus_per_node": 0, "local_scratch": str(self.scratch_dir), "shared_paths": [str(self.shared_dir)],
+               "local_scratch": str(self.scratch_dir), "shared_paths": [str(self.shared_dir)],
                "eval_python": sys.executable, "install_packages": False, "rdzv_port": 29500,
                "reports_dir": str(self.workdir / "reports")}
         top.update(fields)

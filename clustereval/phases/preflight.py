@@ -25,16 +25,13 @@ from clustereval.phases.base import RunContext
 from clustereval.phases.launch import launch_all, plan_rendezvous, torchrun_argv
 from clustereval.phases.remote import worker_env
 from clustereval.probes.preflight import (
-    ENV_ARGV,
-    GPU_LIST_ARGV,
-    NODE_FACTS_SNIPPET,
     TCP_CONNECT_SNIPPET,
     TCP_LISTEN_SNIPPET,
     NodeFacts,
-    count_gpus,
+    NodeProbe,
     final_nccl_env,
-    parse_env_dump,
-    parse_node_facts,
+    node_probe_argv,
+    parse_node_probe,
 )
 from clustereval.records import CommandResult, Gap
 from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, ProbeResult
@@ -144,6 +141,9 @@ class Preflight:
         for step in steps:
             if not step():
                 break
+        kinds = list(dict.fromkeys(p.kind for p in rec.probes))
+        order = {n.name: n.index for n in self.nodes}
+        rec.probes.sort(key=lambda p: (kinds.index(p.kind), order.get(p.node, 0)))
         rec.passed = not rec.missing and all(p.ok for p in rec.probes if p.gating and not p.skipped)
         rec.status = "ok" if rec.passed else "failed"
         return rec
@@ -164,6 +164,7 @@ class Preflight:
         self._progress("all nodes", f"{'SSH' if self.cfg.access == 'ssh' else 'exec'} `hostname` on "
                        f"{len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}")
         errors: dict[str, TransportError] = {}
+        kind = "ssh" if self.cfg.access == "ssh" else "exec"
 
         def one(node: Node) -> None:
             t0 = time.monotonic()
@@ -171,19 +172,18 @@ class Preflight:
                 res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 15)
             except TransportError as exc:
                 errors[node.name] = exc
-                self._probe(ProbeResult("ssh", node.name, False, exc.message, round(time.monotonic() - t0, 2)))
+                self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
                 return
             name = res.stdout.strip().split(".")[0]
             ok = res.ok and bool(name)
             detail = name if ok else (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
-            self._probe(ProbeResult("ssh", node.name, ok, detail, res.seconds))
+            self._probe(ProbeResult(kind, node.name, ok, detail, res.seconds))
             if ok:
                 self.rec.nodes[node.index].hostname = name
             else:
                 errors[node.name] = TransportError(node.name, f"`hostname` failed: {detail}")
 
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
-        self.rec.probes.sort(key=lambda p: [n.name for n in self.nodes].index(p.node))
         if not errors:
             return True
         for node in self.nodes:
@@ -197,49 +197,46 @@ class Preflight:
                                         "(see `ss -ltnp | grep sshd` on a node)"))
         return False
 
-    # -- 2. what each node has ------------------------------------------------------------------
+    # -- 2. what each node has (one round trip per node) --------------------------------------
     def _node_facts(self) -> bool:
         endpoint = self.cfg.hosts[0].address if self.cfg.hosts else self.nodes[0].address
         paths = [self.cfg.local_scratch, *self.cfg.shared_paths]
-        check_paths = ["sh", "-c", 'for p in "$@"; do [ -d "$p" ] || echo "$p"; done', "sh", *paths]
         self.facts: dict[str, NodeFacts] = {}
-        gpus: dict[str, int] = {}
-        gpu_notes: dict[str, str] = {}
-        missing_paths: dict[str, list[str]] = {}
-        self._progress("all nodes", "GPUs, scratch paths" + (", rendezvous facts" if self.cfg.multi_node else ""))
+        probes: dict[str, NodeProbe] = {}
+        self._progress("all nodes", "GPUs, scratch paths" + (", rendezvous facts" if self.cfg.multi_node else "")
+                       + ", NCCL environment")
 
         def one(node: Node) -> None:
+            argv = node_probe_argv(self.python, endpoint, paths, gpus=self.cfg.gpus_per_node is None,
+                                   facts=self.cfg.multi_node, env=node.index == 0)
             try:
-                if self.cfg.gpus_per_node is None:
-                    res = self._run(node, GPU_LIST_ARGV)
-                    gpus[node.name] = count_gpus(res.stdout) if res.ok else 0
-                    if res.rc == 127:
-                        gpu_notes[node.name] = "nvidia-smi is not installed"
-                    elif not res.ok:
-                        gpu_notes[node.name] = (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1][:200]
-                res = self._run(node, check_paths)
-                missing_paths[node.name] = [ln for ln in res.stdout.splitlines() if ln.strip()]
-                if self.cfg.multi_node:
-                    res = self._run(node, [self.python, "-c", NODE_FACTS_SNIPPET, endpoint], timeout_s=60)
-                    facts = parse_node_facts(res.stdout)
-                    if res.rc == 127:
-                        facts.error = f"{self.python}: command not found"
-                    self.facts[node.name] = facts
+                res = self._run(node, argv, timeout_s=60)
             except TransportError as exc:
                 self._probe(ProbeResult("ssh", node.name, False, exc.message))
                 self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
+                return
+            probes[node.name] = parse_node_probe(res.stdout)
+            if probes[node.name].facts is not None:
+                self.facts[node.name] = probes[node.name].facts
 
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
-        self._gpus(gpus, gpu_notes)
+        self._gpus({n: p.gpus for n, p in probes.items() if p.gpus is not None},
+                   {n: p.gpu_note for n, p in probes.items() if p.gpu_note})
         for node in self.nodes:
-            if missing_paths.get(node.name):
-                self._probe(ProbeResult("paths", node.name, False, f"missing: {', '.join(missing_paths[node.name])}",
-                                        gating=False))
-                self.rec.gaps.append(Gap(PHASE, f"{node.name} has no {', '.join(missing_paths[node.name])}, so the "
-                                         "storage scan cannot run there.", "fix local_scratch / shared_paths in "
-                                         "cluster.toml, or mount the share on that node", node=node.name))
-        self._nccl_env()
-        return not any(p.kind == "ssh" and not p.ok for p in self.rec.probes)
+            missing = probes[node.name].missing_paths if node.name in probes else []
+            if missing:
+                self._probe(ProbeResult("paths", node.name, False, f"missing: {', '.join(missing)}", gating=False))
+                self.rec.gaps.append(Gap(PHASE, f"{node.name} has no {', '.join(missing)}, so the storage scan cannot "
+                                         "run there.", "fix local_scratch / shared_paths in cluster.toml, or mount "
+                                         "the share on that node", node=node.name))
+        first = self.nodes[0].name
+        if first in probes:
+            platform = probes[first].env
+            self.rec.platform_env = platform
+            self.rec.final_env, self.rec.env_source = final_nccl_env(platform, self.cfg.nccl_env)
+            lines = [f"{k}={v}  # {self.rec.env_source[k]}" for k, v in self.rec.final_env.items()]
+            self.ctx.raw("preflight/nccl-env.txt", "\n".join(lines) + "\n")
+        return len(probes) == len(self.nodes)
 
     def _gpus(self, gpus: dict[str, int], notes: dict[str, str]) -> None:
         rec = self.rec
@@ -264,26 +261,19 @@ class Preflight:
         else:
             item.value = f"{rec.gpus_per_node} (nvidia-smi -L)"
 
-    def _nccl_env(self) -> None:
-        first = self.nodes[0]
-        try:
-            res = self._run(first, ENV_ARGV)
-        except TransportError as exc:
-            self.rec.gaps.append(Gap(PHASE, f"The NCCL environment could not be read on {first.name}: {exc.message}.",
-                                     exc.hint, node=first.name))
-            return
-        platform = parse_env_dump(res.stdout)
-        self.rec.platform_env = platform
-        self.rec.final_env, self.rec.env_source = final_nccl_env(platform, self.cfg.nccl_env)
-        lines = [f"{k}={v}  # {self.rec.env_source[k]}" for k, v in self.rec.final_env.items()]
-        self.ctx.raw("preflight/nccl-env.txt", "\n".join(lines) + "\n")
-
     # -- 3. the rendezvous port is reachable from every node ------------------------------------
     def _tcp(self) -> bool:
         cfg = self.cfg
         first = self.nodes[0]
         endpoint, port = cfg.hosts[0].address, cfg.rdzv_port
-        self._peer_ssh()
+        peers = threading.Thread(target=self._peer_ssh, daemon=True)
+        peers.start()
+        try:
+            return self._tcp_probe(first, endpoint, port)
+        finally:
+            peers.join()
+
+    def _tcp_probe(self, first: Node, endpoint: str, port: int) -> bool:
         no_python = [n.name for n in self.nodes if self.facts.get(n.name, NodeFacts()).error]
         if no_python:
             why = "; ".join(f"{n}: {self.facts[n].error}" for n in no_python)

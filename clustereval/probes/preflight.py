@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The seed's dump: env | grep -E '^NCCL_|^FI_|^AWS_OFI'
 NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "AWS_OFI")
 NVLS_VAR = "NCCL_NVLS_ENABLE"
 NVLS_DEFAULT = "2"  # preset only when nothing else sets it
-
-ENV_ARGV = ["env"]
-GPU_LIST_ARGV = ["nvidia-smi", "-L"]
-
 
 def parse_env_dump(text: str) -> dict[str, str]:
     """``NCCL_*``, ``FI_*`` and ``AWS_OFI*`` variables from ``env`` output, in order."""
@@ -49,21 +45,41 @@ def count_gpus(text: str) -> int:
     return sum(1 for line in text.splitlines() if re.match(r"^GPU \d+:", line.strip()))
 
 
-# Run on each node with the node's Python before any rendezvous: what torchrun's c10d rendezvous
-# will see there (the seed's is_host / local_addr diagnosis) and whether torch imports at all.
+# Run with the node's Python before any rendezvous: what torchrun's c10d rendezvous will see there
+# (the seed's is_host / local_addr diagnosis) and whether torch is installed, without importing it
+# (seconds per node). ``matches_endpoint`` follows torch's ``_matches_machine_hostname`` rule: the
+# endpoint is this machine when it is loopback or this hostname, or shares an address with it.
 NODE_FACTS_SNIPPET = r"""
-import json, socket, sys
+import ipaddress, json, socket, sys
+import importlib.metadata, importlib.util
+endpoint = sys.argv[1]
 out = {"hostname": socket.gethostname(), "executable": sys.executable}
 try:
     out["resolves"] = socket.gethostbyname(out["hostname"])
 except OSError as exc:
     out["resolves"] = ""
-    out["resolve_error"] = str(exc)
+def addrs(host):
+    try:
+        return [(a[3], a[4][0]) for a in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP,
+                                                           flags=socket.AI_CANONNAME)]
+    except (OSError, ValueError):
+        return []
 try:
-    import torch
-    out["torch"] = torch.__version__
-    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
-    out["matches_endpoint"] = bool(_matches_machine_hostname(sys.argv[1]))
+    ip = ipaddress.ip_address(endpoint)
+except ValueError:
+    ip = None
+if endpoint == "localhost" or (ip is not None and ip.is_loopback) or endpoint == out["hostname"]:
+    match = True
+else:
+    theirs = {a for _, a in addrs(endpoint)}
+    match = any(canon == endpoint or (ip is not None and a == str(ip)) or a in theirs
+                for canon, a in addrs(out["hostname"]))
+out["matches_endpoint"] = match
+try:
+    if importlib.util.find_spec("torch") is None:
+        out["torch_error"] = "No module named 'torch'"
+    else:
+        out["torch"] = importlib.metadata.version("torch")
 except Exception as exc:
     out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
@@ -74,9 +90,9 @@ print(json.dumps(out))
 class NodeFacts:
     hostname: str = ""
     resolves: str = ""  # what the node's own hostname resolves to there ("" = does not resolve)
-    torch: str = ""  # torch version ("" = not importable)
+    torch: str = ""  # installed torch version ("" = not installed for that Python)
     torch_error: str = ""
-    matches_endpoint: bool | None = None  # torch's _matches_machine_hostname(endpoint) on that node
+    matches_endpoint: bool | None = None  # the endpoint address is this node (torch's rule)
     executable: str = ""
     error: str = ""  # the snippet did not run
 
@@ -98,6 +114,70 @@ def parse_node_facts(text: str) -> NodeFacts:
                              executable=str(data.get("executable", "")))
     last = [ln for ln in text.strip().splitlines() if ln.strip()]
     return NodeFacts(error=last[-1][:300] if last else "no output")
+
+
+# One round trip per node: GPU listing, which scratch paths are missing, the rendezvous facts, and
+# (on rank 0) the environment. Sections are marked so one missing tool cannot hide the others.
+_NODE_PROBE_SCRIPT = r"""
+python=$1 endpoint=$2 want=$3; shift 3
+case $want in *g*) echo "@@gpus"; nvidia-smi -L 2>&1; echo "@@rc $?";; esac
+echo "@@paths"; for p in "$@"; do [ -d "$p" ] || echo "$p"; done
+case $want in *f*) echo "@@facts"; "$python" -c "$FACTS" "$endpoint" 2>&1; echo "@@rc $?";; esac
+case $want in *e*) echo "@@env"; env; echo "@@rc $?";; esac
+true
+"""
+
+
+def node_probe_argv(python: str, endpoint: str, paths: list[str], *, gpus: bool, facts: bool,
+                    env: bool) -> list[str]:
+    want = ("g" if gpus else "") + ("f" if facts else "") + ("e" if env else "") or "-"
+    script = f"FACTS={_sh_quote(NODE_FACTS_SNIPPET)}\n{_NODE_PROBE_SCRIPT}"
+    return ["sh", "-c", script, "sh", python, endpoint, want, *paths]
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+@dataclass
+class NodeProbe:
+    gpus: int | None = None  # None: not asked
+    gpu_note: str = ""  # why none were counted ("nvidia-smi is not installed")
+    missing_paths: list[str] = field(default_factory=list)
+    facts: NodeFacts | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_node_probe(text: str) -> NodeProbe:
+    sections: dict[str, list[str]] = {}
+    rcs: dict[str, int] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("@@rc ") and current:
+            rcs[current] = int(line[5:].strip() or 0)
+        elif line.startswith("@@") and " " not in line:
+            current = line[2:]
+            sections[current] = []
+        elif current:
+            sections[current].append(line)
+    probe = NodeProbe()
+    if "gpus" in sections:
+        body = "\n".join(sections["gpus"])
+        rc = rcs.get("gpus", 0)
+        probe.gpus = count_gpus(body) if rc == 0 else 0
+        if rc == 127:
+            probe.gpu_note = "nvidia-smi is not installed"
+        elif rc != 0:
+            probe.gpu_note = (body.strip().splitlines() or [f"nvidia-smi exit {rc}"])[-1][:200]
+    probe.missing_paths = [ln for ln in sections.get("paths", []) if ln.strip()]
+    if "facts" in sections:
+        body = "\n".join(sections["facts"])
+        probe.facts = parse_node_facts(body)
+        if rcs.get("facts") == 127:
+            probe.facts.error = "the interpreter was not found"
+    if "env" in sections:
+        probe.env = parse_env_dump("\n".join(sections["env"]))
+    return probe
 
 
 # A one-shot TCP listener on the rendezvous port of the first node, and the connect probe run on
