@@ -28,7 +28,7 @@ from clustereval.report.cleanup import cleanup_lines
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
-from clustereval.transport.factory import make_transport, nodes_of
+from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
 def _select_phases(phase_list: str | None) -> list[str]:
@@ -80,6 +80,7 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
 def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
               reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
     nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     if resume_dir:
         store = RunStore.open(resume_dir)
         state = store.load_state()
@@ -205,13 +206,23 @@ def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightR
 def preflight_only(config: Config, *, console: Console, out: Console) -> int:
     """`clustereval preflight`: the gate alone. Writes nothing under reports/; what it ships to the
     nodes (the package copy for the gloo check) is removed again."""
+
+
+    transport = make_transport(config)
+    try:
+        return _preflight_with(transport, config, console=console, out=out)
+    finally:
+        transport.close()  # gives back a Slurm allocation preflight asked for
+
+
+def _preflight_with(transport: Transport, config: Config, *, console: Console, out: Console) -> int:
     import tempfile
 
     from clustereval.phases.preflight import PreflightPhase
     from clustereval.phases.remote import node_scratch
 
-    transport = make_transport(config)
-    nodes = nodes_of(config)
+    nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     with tempfile.TemporaryDirectory(prefix="clustereval-preflight-") as tmp:
         store = RunStore.create(Path(tmp), config.name)
         store.save_state(RunState(name=config.name, stamp=utc_stamp(), profile="standard"))

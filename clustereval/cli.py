@@ -145,8 +145,12 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     from clustereval.transport.factory import make_transport, nodes_of
 
     config = load_config_or_default(config_path)
-    nodes = snap.select_nodes(nodes_of(config), node_name, all_nodes)
-    record = snap.collect(config, make_transport(config), nodes, sample_s=sample_seconds)
+    transport = make_transport(config)
+    try:
+        nodes = snap.select_nodes(nodes_of(config, transport), node_name, all_nodes)
+        record = snap.collect(config, transport, nodes, sample_s=sample_seconds)
+    finally:
+        transport.close()
     if as_json:
         click.echo(snap.snapshot_json(record))
     else:

@@ -5,6 +5,7 @@ Each test ends with the queue empty: the allocation clustereval asked for is alw
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -16,9 +17,11 @@ from clustereval.runner import phase_names
 from tests.conftest import REPO, run_cli
 
 
-def _leftover_scratch(root: Path) -> list[Path]:
-    """Run folders still in place (the trash is where cleared ones belong)."""
-    return [p for p in root.rglob("cluster-eval-*") if "trash" not in p.parts]
+def _leftover_scratch(cluster) -> list[Path]:  # noqa: ANN001 - a SlurmCluster
+    """Run folders still in place on any node's local disk or the shared dir (trash is where
+    cleared ones belong)."""
+    roots = [cluster.local_dir(n) for n in cluster.node_names] + [cluster.netns.shared_dir]
+    return [p for root in roots for p in root.rglob("cluster-eval-*") if "trash" not in p.parts]
 
 
 def _error_lines(proc: subprocess.CompletedProcess) -> list[str]:
@@ -39,15 +42,21 @@ def test_preflight_and_quick_run_release_the_allocation(slurm_cluster):
     assert slurm_cluster.jobs_after_settling() == []
 
     run = run_cli("run", "--config", str(config), "--profile", "quick", "--phases", _quick_phases(), timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     reports = sorted((slurm_cluster.netns.workdir / "reports").glob("*.md"))
     assert len(reports) == 1
     text = reports[0].read_text()
-    assert slurm_cluster.node_names[0] in text
+    assert "- Access: slurm" in text
+    record = json.loads(next(reports[0].parent.glob("raw-*/preflight.record.json")).read_text())
+    kinds = {(p["kind"], p["node"]): p["ok"] for p in record["probes"]}
+    assert kinds[("slurm", "all nodes")]
+    for name in slurm_cluster.node_names:
+        assert kinds[("srun", name)] and kinds[("tcp", name)] and kinds[("gloo", name)]
+    assert record["rendezvous"].startswith(slurm_cluster.netns.nodes[0].address + ":")
+    assert slurm_cluster.jobs_after_settling() == []
+    assert _leftover_scratch(slurm_cluster) == []
     lint = pytest.importorskip("clustereval.report.lint", reason="clustereval lint is not on this branch yet")
     assert lint.lint_file(reports[0]) == []
-    assert slurm_cluster.jobs_after_settling() == []
-    assert _leftover_scratch(slurm_cluster.netns.scratch_dir) == []
 
 
 def test_a_partition_that_does_not_exist_is_one_line(slurm_cluster):
@@ -75,7 +84,7 @@ def test_a_node_set_down_is_named(slurm_cluster):
 def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_cluster, tmp_path):
     if "storage" not in phase_names():
         pytest.skip("needs the storage phase (it holds scratch long enough to cut the time limit under it)")
-    config = slurm_cluster.write_config(slurm={"nodes": 2, "time_limit": "5"})
+    config = slurm_cluster.write_config(slurm={"nodes": 2, "time_limit": "1"})
     env = dict(__import__("os").environ)
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(config), "--profile",
@@ -83,12 +92,12 @@ def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_clust
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not _leftover_scratch(slurm_cluster.netns.scratch_dir) and time.monotonic() < deadline:
+        while not _leftover_scratch(slurm_cluster) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         jobs = slurm_cluster.jobs()
         assert len(jobs) == 1
-        # the limit passes under the running storage phase: its next step is refused
+        # the one-minute limit cut to zero under the running phase: its next step is refused
         slurm_cluster.client(["scontrol", "update", f"jobid={jobs[0]}", "timelimit=-1"])
         out, err = proc.communicate(timeout=150)
     finally:
@@ -98,5 +107,5 @@ def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_clust
     assert len(reports) == 1, out + err
     text = reports[0].read_text()
     assert f"Slurm job {jobs[0]} reached its time limit" in text
-    assert _leftover_scratch(slurm_cluster.netns.scratch_dir) == [], out + err
+    assert _leftover_scratch(slurm_cluster) == [], out + err
     assert slurm_cluster.jobs_after_settling() == []

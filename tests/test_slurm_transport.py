@@ -133,7 +133,7 @@ def test_time_limit_reached_is_one_line_and_cleanup_still_reaches_the_nodes(slur
     t = _transport(slurm_cluster, nodes=2, time_limit="1")
     try:
         nodes = t.nodes()
-        scratch = slurm_cluster.netns.scratch_dir / "run-scratch"
+        scratch = slurm_cluster.netns.shared_dir / "run-scratch"
         assert t.run(nodes[0], ["mkdir", "-p", str(scratch)]).ok
         first_job = t.job_id
         # the one-minute limit cut to zero: from now on slurmctld refuses new steps (and its next
