@@ -19,7 +19,7 @@ from tests.envfixtures import h200_node
 
 def test_closeout_complete():
     text = closeout_text(Rendered("", [Finding("healthy", "GPUs", "fine")], [], []), "Cluster eval: 1 node of 8× H200")
-    assert text == ("# Close-out: Cluster eval: 1 node of 8× H200\n\nThe eval is complete: every phase ran, and every "
+    assert text == ("# Close-out: Cluster eval: 1 node of 8× H200\n\nThe eval is complete: nothing is missing, and every "
                     "measurement had a target to be judged against.\n")
 
 

@@ -15,7 +15,7 @@ def closeout_text(rendered: Rendered, title: str = "") -> str:
     gaps = list(rendered.gaps)
     extra = list(rendered.questions)
     if not gaps and not questions and not extra:
-        return (f"{head}\n\nThe eval is complete: every phase ran, and every measurement had a target to be "
+        return (f"{head}\n\nThe eval is complete: nothing is missing, and every measurement had a target to be "
                 "judged against.\n")
     count = len(gaps) + len(questions) + len(extra)
     lines = [head, "",
