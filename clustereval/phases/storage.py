@@ -93,6 +93,13 @@ class StoragePhase:
                 self.scan(ctx, node, area, scan, first_run=done, total_runs=total_runs)
                 if shared:
                     scan.layout = capture_layout(ctx, node, scan, area)
+                    if scan.layout and scan.layout.errors and not scan.layout.summary:
+                        rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                            text=f"The layout of `{path}` could not be read "
+                                                 f"({'; '.join(scan.layout.errors)}), so the findings cannot say "
+                                                 "how many storage targets one file is spread over.",
+                                            plan=f"install the {scan.layout.tool} client tools on {node.name}, or "
+                                                 "run them there by hand and add the output to the raw folder"))
             except ScratchError as exc:
                 rec.gaps.append(Gap(phase=self.name, node=node.name,
                                     text=f"The IO benchmark of `{path}` did not run: {exc.message}.",
