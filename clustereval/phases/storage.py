@@ -38,6 +38,7 @@ SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the files
 LAYOUT_ALLOWANCE_S = 4 * 3600  # laying out 16 x 1 GiB on a slow network FS can take hours
 PROGRESS_EVERY_S = 30.0
 CONCURRENT_BYTES = 2**30
+MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
 TOOL_SOURCES = {"storage.py": Path(__file__), "fio.py": Path(fio_probe.__file__)}
 
 # exec keeps the pid: the pidfile lets the phase stop fio on any transport
@@ -81,7 +82,7 @@ class StoragePhase:
                                 plan=f"install the `{FIO_PACKAGE}` package on {node.name} (`apt-get install -y fio` "
                                      "or `dnf install -y fio`), then `clustereval run --resume RUN_DIR --phases "
                                      "storage`"))
-        jobs = self._plan(ctx, volumes)
+        jobs = self._plan(ctx, volumes, rec)
         total_runs = len(jobs) * len(self.file_sizes) * len(fio_probe.OPS) if rec.fio_version else 0
         done = 0
         for path, shared, planned in jobs:
@@ -147,10 +148,17 @@ class StoragePhase:
                                             for p, r in out.items()) + "\n")
         return out
 
-    def _plan(self, ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[tuple[str, bool, object]]:
+    def _plan(self, ctx: RunContext, volumes: dict[str, probe.DfRow],
+              rec: StorageRecord) -> list[tuple[str, bool, object]]:
         jobs: list[tuple[str, bool, object]] = []
         local = normalize(ctx.config.local_scratch)
-        if local in volumes:
+        if local in volumes and volumes[local].fstype in MEMORY_FSTYPES:
+            rec.gaps.append(Gap(phase=self.name, node=ctx.nodes[0].name,
+                                text=f"`{local}` is a {volumes[local].fstype} (memory, not a disk), so the local disk "
+                                     "IO benchmark did not run there.",
+                                plan="set local_scratch in cluster.toml to a folder on the node's local disk, then "
+                                     "`clustereval run --resume RUN_DIR --phases storage`"))
+        elif local in volumes:
             jobs.append((local, False, None))
         candidates = []
         for path in dict.fromkeys(normalize(p) for p in ctx.config.shared_paths):
