@@ -20,6 +20,7 @@ from clustereval.records.scratch import ScratchMove
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
+from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of
 
 
@@ -62,7 +63,16 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False) -> int:
     phases = _select_phases(phase_list)
     transport = make_transport(config)
-    nodes = nodes_of(config)
+    try:
+        return _run_with(transport, config, phases, profile=profile, resume_dir=resume_dir,
+                         reports_dir=reports_dir, console=console, out=out, debug=debug)
+    finally:
+        transport.close()  # gives back a Slurm allocation this run asked for, also on Ctrl-C or an error
+
+
+def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
+              reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
+    nodes = nodes_of(config, transport)
     if resume_dir:
         store = RunStore.open(resume_dir)
         state = store.load_state()

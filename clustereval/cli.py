@@ -166,6 +166,9 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
+    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         cli(standalone_mode=True)
     except SystemExit:
