@@ -213,3 +213,11 @@ def test_rendered_storage_passes_lint(tmp_path, variant):
     path = tmp_path / "r.md"
     path.write_text(render_report(view(rec, targets)).markdown)
     assert lint.lint_file(path) == []
+
+
+def test_no_other_filesystem_is_named_in_a_bullet():
+    nfs = MountScan("/shared", 10 * TIB, "nfs4", "10.0.0.5:/export", "/shared", True, "node0", cells=real_cells(3.0))
+    _, result = section(record([nfs]))
+    text = next(f.text for f in result.findings if f.subsystem == "shared network FS")
+    assert "NFS is filesystem software and publishes no performance figures" in text
+    assert "Lustre" not in text and "per TiB of capacity" in text

@@ -429,11 +429,11 @@ def _why_unpublished(scan: MountScan) -> str:
         return ("a local or cloud volume's rates are set by the device or volume type behind it, and no figures are "
                 "published for this one")
     if product:
+        tier = " (managed Lustre commonly 125–1000 MB/s per TiB)" if fstype == "lustre" else ""
         return (f"{product} is filesystem software and publishes no performance figures — throughput is a property "
                 "of the deployment (the count of storage servers and targets, their backing devices, the network to "
                 "them, the per-file stripe count), so the figures that exist are those of the service tier the "
-                "operator purchased, typically sold per TiB of capacity (managed Lustre commonly 125–1000 MB/s per "
-                "TiB)")
+                f"operator purchased, typically sold per TiB of capacity{tier}")
     return ("the throughput of a shared mount is a property of the deployment behind it (servers, their backing "
             "devices, the network to them), so the figures that exist are those of the service the operator "
             "purchased")
