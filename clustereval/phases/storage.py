@@ -474,7 +474,7 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
             steps.append(f"{count} {limit}")
         parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
     if df.num_osts:
-        parts.append(f"{df.num_osts} OSTs (`lfs df -h`)")
+        parts.append(f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
     return "; ".join(parts)
 
 
