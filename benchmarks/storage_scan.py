@@ -1,8 +1,8 @@
 """Our storage scan against plain fio, in one go, on this machine's local disk.
 
 1. clustereval's storage phase scans PATH (default /tmp): six fio runs, 16 KiB / 1 MiB / 1 GiB x
-   read / write, 16 jobs, 4 KiB blocks, libaio, O_DIRECT, with a short runtime (default 6 s of
-   timed IO per run instead of the published 3 min, so the whole comparison stays near 3 minutes).
+   read / write, 16 jobs, 4 KiB blocks, libaio, O_DIRECT, with a short runtime (default 5 s of
+   timed IO per run instead of the published 3 min, so the whole comparison stays under 3 minutes).
 2. The same six runs as plain ``fio`` command lines written out here, not built by clustereval,
    into a folder beside the scan's, parsed with ``json`` directly.
 3. A side-by-side table (bandwidth, IOPS, latency, the difference in %) and the scan's wall time,
@@ -11,7 +11,7 @@
 
 Everything written on PATH lives in the run's scratch folder and is cleared at the end.
 
-    python benchmarks/storage_scan.py --out OUT [--path /tmp] [--runtime 6] [--fio /path/to/fio]
+    python benchmarks/storage_scan.py --out OUT [--path /tmp] [--runtime 5] [--fio /path/to/fio]
     python benchmarks/storage_scan.py --out OUT --smoke     # seconds: 1 s runs, files scaled down
 
 ``--fio`` names the fio binary (default: ``fio`` on PATH); a private build with its own
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="folder for the results (created)")
     ap.add_argument("--path", default="/tmp", help="the local-disk folder to scan (default /tmp)")
-    ap.add_argument("--runtime", type=int, default=6, help="seconds of timed IO per run (published: 180)")
+    ap.add_argument("--runtime", type=int, default=5, help="seconds of timed IO per run (published: 180)")
     ap.add_argument("--ramp", type=int, default=2, help="seconds of ramp-up per run (published: 2)")
     ap.add_argument("--fio", default="fio", help="the fio binary (default: fio on PATH)")
     ap.add_argument("--smoke", action="store_true", help="1 s runs with the files scaled down: seconds, any machine")
