@@ -14,7 +14,7 @@ Before every pass and before every GPU's measurement, foreign compute processes 
 
 from __future__ import annotations
 
-from clustereval.analysis.gpus import three_pass
+from clustereval.analysis.gpu_passes import gpu_label, three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     Guard,
@@ -24,6 +24,7 @@ from clustereval.phases.gpunode import (
     busy_text,
     check_interpreter,
     copy_tool,
+    hostname_of,
     inventory,
     launch,
     plan_for,
@@ -116,7 +117,7 @@ class HealthPhase:
         if "nvidia-smi" not in have:
             return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (`nvidia-smi` is not installed), so "
                                          "`dcgmi diag -r 2` did not run there.", NO_GPU_PLAN, node.name)]
-        nh = NodeHealth(node=node.name, index=node.index, level=self.level)
+        nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
         if "dcgmi" not in have:
             nh.errors.append("dcgmi is not installed")
             return nh, [Gap(self.name, f"DCGM (`dcgmi`) is not installed on {node.name}, so the hardware health "
@@ -303,6 +304,14 @@ class NodePass:
             return
         self.shape = summary.msmf.shape
 
+    def _label(self, gpu: int) -> str:
+        return gpu_label(self.inv.hostname, self.node.index, gpu)
+
+    def _idle_text(self, gpu: int, idle: list[int], *, again: bool) -> str:
+        who = ", ".join(f"gpu{g}" for g in idle)
+        text = f"During the MSMF measurement of `{self._label(gpu)}` the worker saw idle siblings ({who} stopped computing)"
+        return text + (", so it was measured again" if again else "")
+
     def _fail(self, text: str) -> None:
         self.rec.error = text
         self.gap(text, "read the worker log in the raw folder, fix the cause and re-run with "
@@ -330,8 +339,7 @@ class NodePass:
         msmf = self.rec.search.msmf if self.rec.search else None
         g0 = self._gpu(gpus[0])
         if msmf is not None and msmf.idle_siblings:
-            self.rec.warnings.append(f"saw idle siblings (gpu{', gpu'.join(map(str, msmf.idle_siblings))}) during "
-                                     f"gpu{gpus[0]}'s MSMF measurement; measured it again")
+            self.rec.warnings.append(self._idle_text(gpus[0], msmf.idle_siblings, again=True))
             values[gpus[0]] = self._measure(gpus[0])
         else:
             g0.timings.append(msmf)
@@ -366,11 +374,10 @@ class NodePass:
             if not timing.idle_siblings:
                 break
             idle = ", ".join(f"gpu{g}" for g in timing.idle_siblings)
-            self.rec.warnings.append(f"saw idle siblings ({idle}) during gpu{gpu}'s measurement"
-                                     + ("; measured it again" if attempt == 1 else ""))
+            self.rec.warnings.append(self._idle_text(gpu, timing.idle_siblings, again=attempt == 1))
             rec.idle_sibling_retries += 1
             if attempt == 2:
-                self.gap(f"saw idle siblings twice while measuring gpu{gpu} of {self.node.name} ({idle} stopped "
+                self.gap(f"The worker saw idle siblings twice while measuring `{self._label(gpu)}` ({idle} stopped "
                          "computing), so its MSMF reads high.",
                          "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
         if failures >= 2 and timing is None:

@@ -28,6 +28,7 @@ class DiagResult:
 class NodeHealth:
     node: str
     index: int = 0
+    hostname: str = ""
     ran: bool = False  # dcgmi diag produced a result table
     level: int = 2
     dcgm_version: str = ""

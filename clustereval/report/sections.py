@@ -14,9 +14,10 @@ def header(view: RunView, doc: Document) -> None:
 
 
 def _order() -> list[SectionFn]:
+    from clustereval.report.compute import render_compute
     from clustereval.report.environment import render_environment
 
-    return [render_environment]
+    return [render_environment, render_compute]
 
 
 ORDER: list[SectionFn] = _order()
