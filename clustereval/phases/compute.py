@@ -14,6 +14,8 @@ Before every pass and before every GPU's measurement, foreign compute processes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
@@ -240,26 +242,41 @@ class NodePass:
         self.gaps.append(Gap(MatmulPhase.name, text, plan, self.node.name))
 
     def run(self) -> tuple[NodeMatmul, list[Gap]]:
+        """GPU0's search, then every other GPU at its MSMF shape; three passes when one is > 2% low."""
+        def work() -> None:
+            self._search()
+            if self.shape is not None:
+                self._passes(self._first_pass())
+        return self._guarded(work)
+
+    def run_at(self, shape: tuple[int, int, int], max_passes: int = 3) -> tuple[NodeMatmul, list[Gap]]:
+        """Every GPU at a given shape, each with all the others loaded (the benchmark's all-GPU pass)."""
+        def work() -> None:
+            self.shape = self.rec.msmf_shape = shape
+            self._passes(self._pinned_pass(), max_passes)
+        return self._guarded(work)
+
+    def _guarded(self, work: Callable[[], object]) -> tuple[NodeMatmul, list[Gap]]:
         try:
             self._check(set(), {}, "The GPU performance pass")
-            self._search()
-            if self.shape is None:
-                return self.rec, self.gaps
-            passes = [self._first_pass()]
-            verdict = three_pass(passes)
-            if verdict.needs_more_passes:
-                for _ in range(2):
-                    passes.append(self._pinned_pass())
-                verdict = three_pass(passes)
-            self.rec.num_passes = len(passes)
-            self.rec.medians = [round(m, 2) for m in verdict.medians]
-            self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
+            work()
         except PassAborted as exc:
             self.rec.error = exc.text
             self.gap(exc.text, exc.plan)
         finally:
             self.loads.stop_all()
         return self.rec, self.gaps
+
+    def _passes(self, first: dict[int, float | None], max_passes: int = 3) -> None:
+        passes = [first]
+        verdict = three_pass(passes)
+        if verdict.needs_more_passes and max_passes >= 3:
+            for _ in range(2):
+                passes.append(self._pinned_pass())
+            verdict = three_pass(passes)
+        self.rec.num_passes = len(passes)
+        self.rec.medians = [round(m, 2) for m in verdict.medians]
+        self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
 
     def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
         found = self.guard.foreign(own_pids, own)
@@ -302,7 +319,7 @@ class NodePass:
                      f"({suspects}), so there is no MSMF shape and the other GPUs were not measured.",
                      "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
             return
-        self.shape = summary.msmf.shape
+        self.shape = self.rec.msmf_shape = summary.msmf.shape
 
     def _label(self, gpu: int) -> str:
         return gpu_label(self.inv.hostname, self.node.index, gpu)
@@ -480,7 +497,8 @@ class LemonPhase:
             args = ["--gpus", ",".join(map(str, todo))]
             if plan.lemon_size:
                 args += ["--size", str(plan.lemon_size)]
-            ctx.progress(self.name, inv.node.name, f"16384³ matmul on {len(todo)} GPU(s), pass {passno}", None)
+            size = plan.lemon_size or (256 if plan.cpu else 16384)
+            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
             proc = launch(ctx, inv.node, plan, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
             current = None
             try:

@@ -5,7 +5,7 @@ and the sibling loads.
 from __future__ import annotations
 
 import itertools
-import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,14 +112,23 @@ class Guard:
         self.unchecked = ""  # why the check could not run, when it could not
 
     def foreign(self, own_pids: set[int] | None = None, own_per_gpu: dict[int, int] | None = None) -> list[str]:
+        """Foreign compute processes now; a finding is checked again after a few seconds, so one of
+        our own processes that is still exiting is not mistaken for a stranger."""
         if self.plan.cpu:
             return []
-        res = self.ctx.transport.run(self.inv.node, COMPUTE_APPS_ARGV, timeout_s=60)
-        if not res.ok:
-            self.unchecked = (res.stderr or res.stdout).strip()[:200] or f"exit {res.rc}"
-            return []
-        return foreign_apps(parse_compute_apps(res.stdout), self.uuid_to_index, own_pids or set(),
-                            own_per_gpu or {})
+        found: list[str] = []
+        for attempt in range(2):
+            if attempt:
+                time.sleep(3.0)
+            res = self.ctx.transport.run(self.inv.node, COMPUTE_APPS_ARGV, timeout_s=60)
+            if not res.ok:
+                self.unchecked = (res.stderr or res.stdout).strip()[:200] or f"exit {res.rc}"
+                return []
+            found = foreign_apps(parse_compute_apps(res.stdout), self.uuid_to_index, own_pids or set(),
+                                 own_per_gpu or {})
+            if not found:
+                return []
+        return found
 
 
 def busy_text(node: Node, found: list[str], what: str) -> str:
@@ -157,7 +166,7 @@ class LoadSet:
         self.scratch = f"{node_scratch(ctx)}/matmul"
         self.procs: dict[int, WorkerProc] = {}
         self.stop_files: dict[int, str] = {}
-        self._lock = threading.Lock()
+        self._pids: set[int] = set()
         self._made_dir = False
 
     def _stop_file(self, gpu: int) -> str:
@@ -192,6 +201,7 @@ class LoadSet:
                                  f"{self.log_dir}/load-gpu{gpu}-{next(_counter)}.log")
 
     def stop(self, gpu: int) -> None:
+        self.pids()
         proc = self.procs.pop(gpu, None)
         if proc is None:
             return
@@ -205,12 +215,12 @@ class LoadSet:
             self.stop(g)
 
     def pids(self) -> set[int]:
-        pids = set()
+        """Every load process this pass started, running or stopped."""
         for proc in self.procs.values():
             hello = proc.last("hello")
             if hello and isinstance(hello.get("pid"), int):
-                pids.add(hello["pid"])
-        return pids
+                self._pids.add(hello["pid"])
+        return set(self._pids)
 
     def per_gpu(self) -> dict[int, int]:
         return {g: 1 for g in self.procs}

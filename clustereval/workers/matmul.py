@@ -77,7 +77,7 @@ class Spec:
 def specs(device: str, settle_s: float, sustain_s: float) -> dict[str, Spec]:
     if device == "cuda":
         return {
-            SCREEN: Spec(2, 0.004, 4, 400, 0.008),
+            SCREEN: Spec(1, 0.004, 3, 400, 0.008),
             BURST: Spec(10, 0.02, 30, 2000, 0.05),
             SUSTAINED: Spec(5, settle_s, 10, 400_000, sustain_s),
             LEMON: Spec(10, 0.5, 30, 5000, 1.0),
@@ -307,19 +307,23 @@ class Bench:
     def measure(self, shape: tuple[int, int, int], spec: Spec, stage: str) -> ShapeTiming:
         wall0 = time.perf_counter()
         a, b, c = self.operands(shape)
-        self.iterate(a, b, c, 1, 1)  # the first call picks and loads the kernel
+        t = time.perf_counter()
+        self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
         self.sync()
-        p0 = time.perf_counter()
-        self.iterate(a, b, c, 2, 2)
-        self.sync()
-        per_iter = max((time.perf_counter() - p0) / 2, 1e-7)
-        lag = max(2, int(MAX_AHEAD_S / per_iter))
-        warm = max(spec.warm_iters, math.ceil(spec.warm_s / per_iter))
-        self.iterate(a, b, c, warm, lag)
+        per_iter = max(time.perf_counter() - t, 1e-7)
+        # Warm-up in chunks; each chunk's wall time refines the per-iteration estimate.
+        warm_done, warm_spent = 0, 0.0
+        while warm_done < spec.warm_iters or warm_spent < spec.warm_s:
+            count = max(1, spec.warm_iters - warm_done, min(math.ceil((spec.warm_s - warm_spent) / per_iter), 1 << 20))
+            t = time.perf_counter()
+            self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)))
+            self.sync()
+            spent = time.perf_counter() - t
+            per_iter = max(spent / count, 1e-7)
+            warm_done, warm_spent = warm_done + count, warm_spent + spent
         count = min(spec.iters_max, max(spec.iters_min, math.ceil(spec.min_s / per_iter)))
-        self.sync()
         t0 = time.monotonic()
-        seconds = self.iterate(a, b, c, count, lag)
+        seconds = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)))
         t1 = time.monotonic()
         mean, median, best = summarize_times(shape, seconds)
         timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=round(mean, 4),
