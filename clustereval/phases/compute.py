@@ -275,7 +275,7 @@ class NodePass:
                 passes.append(self._pinned_pass())
             verdict = three_pass(passes)
         self.rec.num_passes = len(passes)
-        self.rec.medians = [round(m, 2) for m in verdict.medians]
+        self.rec.medians = [round(m, 4) for m in verdict.medians]
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
 
     def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
@@ -360,7 +360,7 @@ class NodePass:
             values[gpus[0]] = self._measure(gpus[0])
         else:
             g0.timings.append(msmf)
-            g0.tflops.append(round(msmf.mean_tflops, 2) if msmf else None)
+            g0.tflops.append(msmf.mean_tflops if msmf else None)
             values[gpus[0]] = msmf.mean_tflops if msmf else None
         for g in gpus[1:]:
             values[g] = self._measure(g)
@@ -403,7 +403,7 @@ class NodePass:
             self.gap(f"The MSMF measurement of gpu{gpu} on {self.node.name} failed twice ({rec.errors[-1]}).",
                      "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
         rec.timings.append(timing)
-        rec.tflops.append(round(timing.mean_tflops, 2) if timing else None)
+        rec.tflops.append(timing.mean_tflops if timing else None)
         return timing.mean_tflops if timing else None
 
     def _pinned(self, gpu: int, others: list[int], attempt: int) -> tuple[ShapeTiming | None, str]:
@@ -476,7 +476,7 @@ class LemonPhase:
             gaps.append(Gap(self.name, exc.text, exc.plan, node.name))
             return out, gaps
         out.num_passes = len(passes)
-        out.medians = [round(m, 2) for m in verdict.medians]
+        out.medians = [round(m, 4) for m in verdict.medians]
         out.flagged, out.underperforming = verdict.flagged, verdict.underperforming
         out.dead = [g.gpu for g in out.gpus if g.error]
         for g in out.gpus:
@@ -509,9 +509,11 @@ class LemonPhase:
                     done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
                                            plan.lemon_gpu_timeout_s)
                     if done is None:
-                        hung = proc.alive()
-                        why = (f"hung: no result within {plan.lemon_gpu_timeout_s:.0f} s" if hung
-                               else f"the worker exited ({proc.error_text()})")
+                        if ctx.stop.is_set():  # interrupted: no verdict on this GPU
+                            todo = []
+                            break
+                        why = (f"the worker exited ({proc.error_text()})" if proc.eof
+                               else f"hung: no result within {plan.lemon_gpu_timeout_s:.0f} s")
                         self._dead(out, g, why)
                         todo.remove(g)
                         current = None
@@ -527,7 +529,7 @@ class LemonPhase:
                     t = from_dict(ShapeTiming, done["timing"])
                     values[g] = t.mean_tflops
                     lg = next(x for x in out.gpus if x.gpu == g)
-                    lg.tflops.append(round(t.mean_tflops, 2))
+                    lg.tflops.append(t.mean_tflops)
                     lg.power_w, lg.sm_mhz = t.power_w, t.sm_mhz
                     lg.sm_count = int(done.get("sm_count") or 0)
                     out.sm_count = out.sm_count or lg.sm_count
