@@ -24,6 +24,9 @@ PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
+    "health": "clustereval.phases.compute:HealthPhase",
+    "matmul": "clustereval.phases.compute:MatmulPhase",
+    "lemon": "clustereval.phases.compute:LemonPhase",
     "storage": "clustereval.phases.storage:StoragePhase",
 }
 

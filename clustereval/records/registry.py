@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
 
@@ -12,6 +13,9 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
+    "health": HealthRecord,
+    "matmul": MatmulRecord,
+    "lemon": LemonRecord,
     "storage": StorageRecord,
 }
 
