@@ -25,6 +25,9 @@ PHASES: dict[str, str] = {
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
     "environment": "clustereval.phases.environment:EnvironmentPhase",
+    "health": "clustereval.phases.compute:HealthPhase",
+    "matmul": "clustereval.phases.compute:MatmulPhase",
+    "lemon": "clustereval.phases.compute:LemonPhase",
     "storage": "clustereval.phases.storage:StoragePhase",
 }
 

@@ -288,3 +288,15 @@ def test_slurm_table_problems_have_lines(tmp_path):
     assert msgs[0].startswith(f"{path}:3: [slurm] nodes must be an integer >= 1, not 0")
     assert msgs[1].startswith(f"{path}:4: [slurm] time_limit 'soon' is not a Slurm time")
     assert msgs[2].startswith(f"{path}:5: unknown key `partion` in [slurm]")
+
+
+def test_template_slurm_example_is_valid_when_uncommented(tmp_path):
+    lines = template_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("# [slurm]"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("# "))
+    body = [ln[2:] for ln in lines[start:end]]
+    path = tmp_path / "cluster.toml"
+    path.write_text('access = "slurm"\n' + "\n".join(body) + "\n")
+    cfg = load_config(path)
+    assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.job_id, cfg.slurm.salloc_args) == (
+        "gpu", 2, "123456", ("--exclusive",))

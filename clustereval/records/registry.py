@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
 from clustereval.records.environment import EnvironmentRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
@@ -14,6 +15,9 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
     "environment": EnvironmentRecord,
+    "health": HealthRecord,
+    "matmul": MatmulRecord,
+    "lemon": LemonRecord,
     "storage": StorageRecord,
 }
 
