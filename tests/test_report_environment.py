@@ -103,6 +103,11 @@ def test_fabric_filesystems_and_unknown_gpu():
     assert "### Needs operator input" in md and "`NVIDIA X900` has no row" in md
     assert md.splitlines()[0] == "# Cluster eval: 1 node of 2× X900"
 
+    class Matmul:  # the compute section asks for the figures itself, with its measurements
+        saturated_sm_mhz = None
+
+    assert "`NVIDIA X900` has no row" not in render({"environment": rec, "matmul": Matmul()})
+
 
 def test_cpu_only_node_title_and_gaps():
     node = NodeEnvironment(node="cpu1", hostname="cpu1", os_pretty="Debian GNU/Linux 12 (bookworm)", kernel="6.1.0",

@@ -64,9 +64,10 @@ def drift(nodes: list[NodeEnvironment]) -> list[str]:
     return lines
 
 
-def findings(rec: EnvironmentRecord) -> list[Finding]:
+def findings(rec: EnvironmentRecord, *, ask_unknown_gpus: bool = True) -> list[Finding]:
     """What the inventory alone shows: drift, degraded PCIe links, NVLink links down, memory faults,
-    slowdowns at idle, GPUs the spec database does not know."""
+    slowdowns at idle, GPUs the spec database does not know (``ask_unknown_gpus``: False when the
+    compute section asks for their figures with its measurements)."""
     out: list[Finding] = []
     if rec.drift:
         out.append(Finding("underperforming", "node consistency",
@@ -103,7 +104,7 @@ def findings(rec: EnvironmentRecord) -> list[Finding]:
                                f"{len(n.nvlink.links_down)} link{'s' if len(n.nvlink.links_down) != 1 else ''} inactive ({down}) while the "
                                f"other links run at {n.nvlink.per_link_gb_s:g} GB/s each."))
     unknown = sorted({g.name for n in rec.nodes for g in n.gpus
-                      if not lookup_gpu(g.name, power_limit_w=g.power_limit_w or None)})
+                      if not lookup_gpu(g.name, power_limit_w=g.power_limit_w or None)}) if ask_unknown_gpus else []
     for name in unknown:
         out.append(Finding("needs_input", "GPUs",
                            f"`{name}` has no row in clustereval's accelerator spec database, so its measurements "
