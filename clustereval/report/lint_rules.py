@@ -278,6 +278,7 @@ UNITS = {
     "finding", "subsystem", "heading", "plot", "step", "phase", "cycle", "wave", "tile", "cta", "bytes", "interface",
     "hca", "partition", "raid", "replica", "tenant", "domain", "superchip", "engine", "mme", "tpc", "xcd",
     "copy", "benchmark", "scan", "sweep", "writer", "reader", "shard", "layer", "pod", "namespace", "tool", "way",
+    "call", "word", "character", "state", "value", "option", "variable", "flag", "argument",
 }
 _STOP = {"at", "in", "on", "for", "per", "with", "by", "to", "from", "and", "or", "than", "while", "when", "was",
          "were", "is", "are", "but", "after", "before", "over", "under", "against", "vs"}
@@ -310,6 +311,9 @@ def _number_ok(text: str, m: re.Match) -> bool:
     if before and (before[-1].isalnum() or before[-1] in "_#=.@/\\:'^"):
         return True
     if re.search(r"[A-Za-z]-$", before):
+        return True
+    # formulas and enumerated values: 2(n−1)/n, "0 = force off, 1 = require"
+    if re.search(r"[−+÷<>≤≥]\s?$", before) or re.match(r"\s?[=(]", after):
         return True
     # × or x before: a multiplier or a shape dimension (×16, 8× 2, 1024×4096)
     if re.search(r"[×x*]\s?$", before):
@@ -460,7 +464,8 @@ def _environment(doc: Doc):
     if env and "Host" in titles and titles[0] != "Host":
         yield env[0].n, "the Host table comes first"
     for t in doc.tables:
-        if t.h2 == "Environment" and t.h3 == "Host" and t.rows and not t.rows[0][1][0].startswith("OS"):
+        if t.h2 == "Environment" and t.h3 == "Host" and t.rows and not t.rows[0][1][0].startswith("OS") and \
+                any(row[0].startswith("OS") for _, row in t.rows):
             yield t.rows[0][0], "the Host table's first row is the OS (`PRETTY_NAME`)"
     for ln in doc.section("Environment"):
         text = prose(ln.raw, keep_code=True)
