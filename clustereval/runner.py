@@ -24,6 +24,9 @@ PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
+    "connectivity": "clustereval.phases.network:ConnectivityPhase",
+    "allreduce": "clustereval.phases.network:AllreducePhase",
+    "pairwise": "clustereval.phases.pairwise:PairwisePhase",
 }
 
 

@@ -190,7 +190,9 @@ class AllreducePhase:
         copy_tools(ctx)
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
-        rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env)
+        rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,
+                              nvlink_target_gb_s=ctx.config.targets.nvlink_uni_gb_s,
+                              internode_target_gb_s=ctx.config.targets.internode_busbw_gb_s)
         probes = probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port)
         nproc, backend = ranks_per_node(ctx, probes)
         max_bytes = ctx.profile.allreduce_max_bytes
@@ -205,7 +207,8 @@ class AllreducePhase:
             rec.gaps.extend(_interp_gaps(self.name, res))
             return sweep_from(res, "intra-node", backend, max_bytes)
 
-        rec.intra = run_parallel(nodes, intra, ctx.transport.fanout)
+        # one rank alone has nothing to all-reduce with: a 1-GPU (or 1-process) node has no intra-node sweep
+        rec.intra = run_parallel(nodes, intra, ctx.transport.fanout) if nproc >= 2 else []
         for s in rec.intra:
             if not s.ok:
                 rec.gaps.append(Gap(phase=self.name, node=s.nodes[0],

@@ -146,6 +146,8 @@ class AllreduceRecord(PhaseRecord):
     min_bytes: int = 0
     max_bytes: int = 0
     nccl_env: NcclEnvInfo = field(default_factory=NcclEnvInfo)
+    nvlink_target_gb_s: float | None = None  # cluster.toml targets: overrides the spec database
+    internode_target_gb_s: float | None = None  # cluster.toml targets: expected inter-node busbw
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 
 # phase name -> record class. A phase module's record class lives in records/<area>.py.
@@ -11,6 +12,9 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
+    "connectivity": ConnectivityRecord,
+    "allreduce": AllreduceRecord,
+    "pairwise": PairwiseRecord,
 }
 
 

@@ -15,8 +15,9 @@ def header(view: RunView, doc: Document) -> None:
 
 def _order() -> list[SectionFn]:
     from clustereval.report.environment import render_environment
+    from clustereval.report.network import render_network
 
-    return [render_environment]
+    return [render_environment, render_network]
 
 
 ORDER: list[SectionFn] = _order()
