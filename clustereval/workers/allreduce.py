@@ -291,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             slowest = _slowest(sec, device)
             if rank == 0:
                 algbw = size / slowest / 1e9
-                emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=round(algbw, 4),
-                     busbw_gb_s=round(algbw * busbw_factor(n), 4), iterations=count, method=method,
+                emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,
+                     busbw_gb_s=algbw * busbw_factor(n), iterations=count, method=method,
                      check_ok=ok, world_size=n)
         del t
         if device.type == "cuda":
