@@ -109,6 +109,44 @@ def report(run_dir: str) -> None:
     sys.exit(rerender(Path(run_dir), console=console, out=out))
 
 
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--node", "node_name", help="Snapshot this node (name, address or node<N>).")
+@click.option("--all", "all_nodes", is_flag=True, help="Snapshot every node in parallel.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON with the same content as the lines.")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled from /proc/stat.")
+@click.option("--evidence", "evidence_dir", type=click.Path(file_okay=False),
+              help="Also write one evidence folder (and .tar.gz) per node with a CONCERN under this folder.")
+def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as_json: bool,
+             sample_seconds: float, evidence_dir: str | None) -> None:
+    """Read-only host snapshot: [OK] / [CONCERN] / [INFO] lines, each CONCERN with a → next step.
+
+    Writes nothing but its own output (and the evidence folders when asked for).
+    """
+    from clustereval.debug import snapshot as snap
+    from clustereval.transport.factory import make_transport, nodes_of
+
+    config = load_config_or_default(config_path)
+    nodes = snap.select_nodes(nodes_of(config), node_name, all_nodes)
+    record = snap.collect(config, make_transport(config), nodes, sample_s=sample_seconds)
+    if as_json:
+        click.echo(snap.snapshot_json(record))
+    else:
+        for line in snap.snapshot_lines(record):
+            out.print(line, markup=False)
+    if evidence_dir:
+        from clustereval.debug.evidence import write_snapshot_evidence
+
+        for path in write_snapshot_evidence(Path(evidence_dir), record):
+            console.print(f"evidence: {path}", markup=False)
+    console.print(snap.summary(record), markup=False)
+    if not all_nodes and node_name is None and len(nodes_of(config)) > 1:
+        console.print(f"(snapshot of {nodes[0].name} only: --all for every node)", markup=False)
+    sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
+
+
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -21,7 +21,8 @@ class SshConfig:
     user: str | None = None  # None: the ssh client's default
     identity_file: str | None = None
     options: tuple[str, ...] = ()  # extra "-o Key=Value" options, e.g. ProxyJump=bastion
-    connect_timeout_s: int = 5
+    connect_timeout_s: int = 5  # an unreachable node fails within this many seconds
+    config_file: str | None = None  # ssh -F FILE instead of ~/.ssh/config
 
 
 @dataclass(frozen=True)

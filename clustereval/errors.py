@@ -79,8 +79,9 @@ class TransportError(ClusterEvalError):
     error_id = "transport"
 
     def __init__(self, node: str, message: str, hint: str = "", *, error_id: str | None = None,
-                 transient: bool = False) -> None:
-        super().__init__(f"{node}: {message}", hint, error_id=error_id)
+                 transient: bool = False, where: str = "") -> None:
+        # where: how the user knows the node, e.g. "node2 (10.0.0.12:7878)"; defaults to the name
+        super().__init__(f"{where or node}: {message}", hint, error_id=error_id)
         self.node = node
         self.transient = transient
 

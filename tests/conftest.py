@@ -39,9 +39,58 @@ def has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {"netns_cluster", "cluster3"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.netns)
     if has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def netns_cluster():
+    """Factory for multi-node clusters on this machine (see ``tests/testbed.py``).
+
+    ``netns_cluster(num_nodes=3, **cluster_toml_fields) -> NetnsCluster``: builds ``num_nodes``
+    network namespaces on a private bridge (random ``10.x.y.0/24``, random id in every name), each
+    with its own hostname and an sshd on ``cluster.ssh_port`` that accepts the generated test key
+    (node to node too), and writes ``cluster.hostfile``, ``cluster.config_path`` (cluster.toml,
+    access = "ssh"; keyword fields override its top-level keys) and ``cluster.ssh_config``. Every
+    cluster made is torn down after the test, failed or not. Skips (with the reason) when this
+    machine cannot build it: not root, or no ``ip netns``.
+
+    On the returned ``NetnsCluster``: ``nodes`` (``TestNode``: index, name, netns, address, veth),
+    ``transport()`` (an ``SshTransport``), ``cluster_nodes()`` (``transport.base.Node`` list),
+    ``ssh_settings()``, ``write_config(path=None, ssh_port=None, extra="", nodes=None, **fields)``,
+    ``kill_sshd(i)`` / ``start_sshd(i)``, ``set_hostname_loopback(i, on=True)`` (the node's own
+    hostname resolves to 127.0.1.1 there), ``shape(i, rate_mbit=None, delay_ms=None)`` /
+    ``unshape(i)`` (tc on the node's link, both directions; delay needs sch_netem and raises
+    ``TestbedUnavailable`` without it), ``exec(i, argv)`` (run inside the node without ssh),
+    ``ssh_argv(i, *argv)``, ``shared_dir`` / ``scratch_dir`` (shared_paths / local_scratch).
+    """
+    from tests.testbed import NetnsCluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    made = []
+
+    def make(num_nodes: int = 3, **config_fields):
+        cluster = NetnsCluster.create(num_nodes, **config_fields)
+        made.append(cluster)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.close()
+
+
+@pytest.fixture
+def cluster3(netns_cluster):
+    """A fresh 3-node ``NetnsCluster`` (see ``netns_cluster``)."""
+    return netns_cluster(3)

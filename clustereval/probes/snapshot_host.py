@@ -1,0 +1,222 @@
+"""Host-side parsers for the snapshot: /proc/stat, CPU governors, df, ``lfs df``, RDMA ports from
+sysfs, ``fi_info``, Fabric Manager, and the version strings compared across nodes. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from clustereval.records.snapshot import CpuTimes, DfRow, LustreTarget, RdmaPort
+
+# ---- CPU ---------------------------------------------------------------------------------
+
+
+def parse_proc_stat(text: str) -> list[CpuTimes]:
+    """Every aggregate ``cpu`` line in ``text`` (the snapshot samples it twice)."""
+    samples: list[CpuTimes] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0] != "cpu":
+            continue
+        nums = [int(p) for p in parts[1:9] if p.isdigit()]
+        nums += [0] * (8 - len(nums))
+        samples.append(CpuTimes(*nums[:8]))
+    return samples
+
+
+def iowait_pct(before: CpuTimes, after: CpuTimes) -> float | None:
+    """Share of CPU time spent waiting on IO between two samples; None when no time passed."""
+    total = after.total - before.total
+    if total <= 0:
+        return None
+    return 100.0 * (after.iowait - before.iowait) / total
+
+
+def parse_governors(text: str) -> dict[str, int]:
+    """``sort | uniq -c`` of every CPU's scaling_governor -> {governor: number of CPUs}."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\d+)\s+(\S+)\s*$", line)
+        if m:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1))
+    return counts
+
+
+# ---- filesystems -------------------------------------------------------------------------
+
+
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50, "E": 2**60}
+
+
+def _size(cell: str) -> int:
+    """``df`` size cell in bytes: ``270553174016`` (-B1) or ``256G`` / ``1.5T`` (-h, powers of 1024)."""
+    m = re.fullmatch(r"(\d+(?:[.,]\d+)?)([KMGTPE]?)", cell.strip())
+    if not m:
+        raise ValueError(cell)
+    return int(float(m.group(1).replace(",", ".")) * _SUFFIX[m.group(2)])
+
+
+def parse_df(text: str) -> list[DfRow]:
+    """``df -P -B1 [-T]`` (or ``df -h``): one row per filesystem; the header says whether a Type
+    column is there. The first table in ``text`` only."""
+    rows: list[DfRow] = []
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
+    if not lines or not lines[0].startswith("Filesystem"):
+        return rows
+    typed = lines[0].split()[1] == "Type"
+    for line in lines[1:]:
+        parts = line.split()
+        need = 7 if typed else 6
+        if len(parts) < need or not parts[4 + (1 if typed else 0)].endswith("%"):
+            break
+        # the mount point may contain spaces: everything after the capacity column
+        off = 1 if typed else 0
+        try:
+            size, used, avail = (_size(parts[1 + off]), _size(parts[2 + off]), _size(parts[3 + off]))
+        except ValueError:
+            continue
+        cap = parts[4 + off].rstrip("%")
+        use = float(cap) if cap.replace(".", "").isdigit() else (100.0 * used / size if size else 0.0)
+        rows.append(DfRow(source=parts[0], fstype=parts[1] if typed else "", size_bytes=size,
+                          used_bytes=used, avail_bytes=avail, use_pct=use,
+                          mount=" ".join(parts[5 + off:])))
+    return rows
+
+
+@dataclass
+class MountEntry:
+    source: str
+    target: str
+    fstype: str
+    options: str = ""
+
+
+def parse_proc_mounts(text: str) -> list[MountEntry]:
+    out: list[MountEntry] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith("$ "):
+            # /proc/mounts escapes spaces as \040
+            out.append(MountEntry(source=parts[0], target=parts[1].replace("\\040", " "),
+                                  fstype=parts[2], options=parts[3] if len(parts) > 3 else ""))
+    return out
+
+
+_LFS_LINE = re.compile(
+    r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)%\s+\S+")
+_LFS_INACTIVE = re.compile(r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s*:?\s*(inactive device|.*(?:unavailable|Resource temporarily))")
+
+
+def parse_lfs_df(text: str) -> list[LustreTarget]:
+    targets: list[LustreTarget] = []
+    for line in text.splitlines():
+        m = _LFS_LINE.match(line.strip())
+        if m:
+            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
+                                        size_kib=int(m.group(4)), used_kib=int(m.group(5)),
+                                        avail_kib=int(m.group(6)), use_pct=float(m.group(7))))
+            continue
+        m = _LFS_INACTIVE.match(line.strip())
+        if m:
+            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
+                                        size_kib=0, used_kib=0, avail_kib=0, use_pct=0.0, inactive=True))
+    return targets
+
+
+# ---- RDMA --------------------------------------------------------------------------------
+
+
+def _strip_code(value: str) -> str:
+    """``4: ACTIVE`` -> ``ACTIVE``; ``5: LinkUp`` -> ``LinkUp``."""
+    return value.split(":", 1)[1].strip() if ":" in value else value.strip()
+
+
+def parse_rdma_ports(text: str) -> list[RdmaPort]:
+    """The snapshot's tab-separated sysfs walk: device, port, state, rate, link layer, driver, phys."""
+    ports: list[RdmaPort] = []
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if len(cells) < 3 or not cells[1].strip().isdigit():
+            continue
+        cells += [""] * (7 - len(cells))
+        rate = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec", cells[3])
+        ports.append(RdmaPort(device=cells[0].strip(), port=int(cells[1]), state=_strip_code(cells[2]),
+                              rate_gb_s=float(rate.group(1)) if rate else None,
+                              link_layer=cells[4].strip(), driver=cells[5].strip(),
+                              phys_state=_strip_code(cells[6])))
+    return ports
+
+
+def efa_provider_visible(text: str) -> bool:
+    """``fi_info -p efa`` lists at least one ``provider: efa`` entry."""
+    return re.search(r"^\s*provider:\s*efa\b", text, re.M) is not None
+
+
+def parse_fabricmanager(text: str) -> tuple[int, str]:
+    """(number of NVSwitch device nodes, ``systemctl is-active nvidia-fabricmanager`` or "")."""
+    devices, service = 0, ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "nvswitch_devices" and value.strip().isdigit():
+            devices = int(value.strip())
+        elif key.strip() == "service":
+            service = value.strip()
+    return devices, service
+
+
+# ---- versions compared across nodes ------------------------------------------------------
+
+
+def parse_fi_version(text: str) -> str:
+    m = re.search(r"^libfabric:\s*(\S+)", text, re.M)
+    return m.group(1) if m else ""
+
+
+def parse_efa_versions(text: str) -> dict[str, str]:
+    """Installer, kernel module and aws-ofi-nccl versions from the snapshot's EFA section."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("installer:"):
+            m = re.search(r"EFA installer version:\s*(\S+)", line)
+            if m:
+                out["EFA installer"] = m.group(1)
+        elif line.startswith("module:"):
+            out["EFA kernel module"] = line.split(":", 1)[1].strip()
+        elif line.startswith("ofi-nccl:"):
+            _, _, version = line.partition("\t")
+            m = re.search(r"aws-ofi-nccl\s+(\S+)", version)
+            if m and "aws-ofi-nccl" not in out:
+                out["aws-ofi-nccl"] = m.group(1)
+    return out
+
+
+def parse_nccl_versions(text: str) -> str:
+    """The system NCCL: from the library file name (libnccl.so.2.28.3), else from nccl.h."""
+    libs = sorted({m.group(1) for m in re.finditer(r"libnccl\.so\.(\d+\.\d+\.\d+)", text)})
+    if libs:
+        return ", ".join(libs)
+    parts: dict[str, str] = {}
+    for m in re.finditer(r"#define NCCL_(MAJOR|MINOR|PATCH)\s+(\d+)", text):
+        parts.setdefault(m.group(1), m.group(2))
+    if {"MAJOR", "MINOR", "PATCH"} <= parts.keys():
+        return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
+    return ""
+
+
+def parse_cuda_toolkit(text: str) -> str:
+    m = re.search(r"^(?:json|nvcc):\s*(\S+)", text, re.M)
+    if m:
+        return m.group(1)
+    m = re.search(r"CUDA Version\s+(\S+)", text)
+    return m.group(1) if m else ""
+
+
+def parse_python_packages(text: str) -> dict[str, str]:
+    """``name<TAB>version`` lines: torch and the pip NCCL wheels."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, version = line.partition("\t")
+        if sep and name.strip():
+            out[name.strip()] = version.strip()
+    return out

@@ -1,0 +1,341 @@
+"""Run commands on nodes through the OpenSSH client.
+
+The system ``ssh`` binary is used on purpose: the user's ``~/.ssh/config`` (Host aliases,
+ProxyJump, ControlMaster), their agent and their known_hosts all keep working. Every option we
+add is built in ``ssh_options`` with the reason it is there.
+
+The remote side gets one string, which a login shell parses; it is always built with
+``shell_join`` so no argument, environment value or path is ever interpreted by that shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+
+from clustereval.config import SshConfig
+from clustereval.errors import CommandTimeout, TransportError
+from clustereval.records import CommandResult
+from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_prefix, shell_join
+
+SSH_FAILED = 255  # ssh's own exit code for a failure of ssh itself (not of the remote command)
+KILL_GRACE_S = 5  # a remote command past its timeout gets SIGTERM, then SIGKILL this much later
+LOCAL_MARGIN_S = 15  # the local ssh waits this much longer than the remote timeout before giving up
+
+# A long-running remote command (torchrun) must not outlive the controller: without a terminal, a
+# dropped ssh connection does not signal the remote process. The wrapper starts the command in its
+# own session, then waits for the connection's stdin to close (ssh killed, connection lost) and
+# signals the whole process group. ``$1`` is the command string to run.
+# (A background job's stdin is /dev/null in sh, so the connection's stdin is kept on fd 3.)
+_WATCHDOG = ('exec 3<&0; setsid sh -c "$1" </dev/null 3<&- & pid=$!; '
+             '{ cat <&3 >/dev/null; kill -TERM -$pid; sleep 5; kill -KILL -$pid; } >/dev/null 2>&1 & '
+             'watch=$!; exec 3<&-; wait $pid; rc=$?; kill $watch 2>/dev/null; exit $rc')
+
+
+def ssh_options(cfg: SshConfig) -> list[str]:
+    """Every ssh option clustereval sets, in one place, as argv.
+
+    ssh keeps the first value it sees for an option, so the user's extra ``options`` go first:
+    where they set the same key as we do (StrictHostKeyChecking=yes, a longer ConnectTimeout),
+    theirs wins. Command-line options in turn win over ~/.ssh/config.
+    """
+    opts: list[str] = []
+    for opt in cfg.options:
+        opts += ["-o", opt]
+    if cfg.config_file:
+        # an explicit config file replaces ~/.ssh/config (e.g. a generated one per cluster)
+        opts += ["-F", str(Path(cfg.config_file).expanduser())]
+    opts += [
+        # never prompt for a password or passphrase: a missing key must fail now, not hang a phase
+        "-o", "BatchMode=yes",
+        # an unreachable node fails within seconds instead of the kernel's ~2 min TCP timeout
+        "-o", f"ConnectTimeout={int(cfg.connect_timeout_s)}",
+        # fresh nodes are unknown: record their key on first contact without a prompt, but still
+        # refuse a key that changed (=no would silently accept a man in the middle)
+        "-o", "StrictHostKeyChecking=accept-new",
+        # notice a node that vanished mid-command (access revoked, node rebooted) within a minute
+        "-o", "ServerAliveInterval=15",
+        "-o", "ServerAliveCountMax=4",
+        # keep "Warning: Permanently added ..." out of the command's stderr; errors still print
+        "-o", "LogLevel=ERROR",
+        # no terminal: stdout and stderr stay separate and byte-exact
+        "-T",
+    ]
+    if cfg.port is not None:
+        # only when configured: otherwise ~/.ssh/config (or ssh's default) decides the port
+        opts += ["-p", str(int(cfg.port))]
+    if cfg.user:
+        opts += ["-l", cfg.user]
+    if cfg.identity_file:
+        # with many agent keys, offering only the named key avoids "Too many authentication failures"
+        opts += ["-i", str(Path(cfg.identity_file).expanduser()), "-o", "IdentitiesOnly=yes"]
+    return opts
+
+
+def remote_command(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                   timeout_s: float | None = None) -> str:
+    """The one string the remote login shell parses: every word quoted.
+
+    ``timeout_s`` wraps the command in coreutils ``timeout`` so it dies on the node when its
+    time is up (killing the local ssh alone would leave it running there).
+    """
+    words = list(env_prefix(env)) + [str(a) for a in argv]
+    if timeout_s is not None:
+        words = ["timeout", "-k", str(KILL_GRACE_S), f"{max(1, int(round(timeout_s)))}"] + words
+    command = shell_join(words)
+    if cwd:
+        command = f"cd {shlex.quote(cwd)} && {command}"
+    return command
+
+
+# ---- classifying ssh's own failures ----------------------------------------------------------
+
+# (regex on ssh's stderr, error id, message, hint, transient). The first match wins.
+_SSH_FAILURES: list[tuple[str, str, str, str, bool]] = [
+    (r"Connection refused", "ssh-unreachable", "refused the connection",
+     "nothing listens on port {port} there: check that sshd runs on {node} and that port {port} is its "
+     "SSH port ([ssh] port in cluster.toml)", False),
+    (r"No route to host", "ssh-unreachable", "no route to the host",
+     "check {address} in the hostfile and that this machine can reach that network", False),
+    (r"Network is unreachable", "ssh-unreachable", "the network is unreachable from here",
+     "check {address} in the hostfile and this machine's routes (a VPN or a bastion: [ssh] options = "
+     "[\"ProxyJump=HOST\"])", False),
+    (r"Could not resolve hostname|Name or service not known|nodename nor servname",
+     "ssh-unresolvable", "the name does not resolve",
+     "use an IP address in the hostfile, or a name this machine resolves", False),
+    (r"Connection timed out during banner exchange|banner exchange", "ssh-unreachable",
+     "accepted TCP but sshd did not answer in time",
+     "the node may be overloaded; run again, or raise [ssh] connect_timeout_s", True),
+    (r"Connection timed out|Operation timed out", "ssh-unreachable",
+     "did not answer within {timeout} s",
+     "the node may be down, or a firewall drops port {port}", True),
+    (r"Permission denied", "ssh-auth", "rejected the login (no accepted key)",
+     "passwordless SSH is required: put your public key in ~/.ssh/authorized_keys of the login user on "
+     "{node}, or set [ssh] user / identity_file in cluster.toml", False),
+    (r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed", "ssh-host-key",
+     "its host key does not match the one in known_hosts",
+     "if the node was reinstalled, remove the old key with `ssh-keygen -R {address}` and run again", False),
+    (r"Connection reset|Connection closed by|kex_exchange_identification|Broken pipe",
+     "ssh-unreachable", "closed the connection during setup",
+     "sshd may be restarting or limiting new connections (MaxStartups); run again", True),
+]
+
+
+def _ssh_lines(stderr: str) -> list[str]:
+    return [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+
+
+class SshTransport(Transport):
+    """``Transport`` over the OpenSSH client. Nodes are reached at ``Node.address``."""
+
+    method = "ssh"
+
+    def __init__(self, cfg: SshConfig, *, ssh_binary: str = "ssh") -> None:
+        self.cfg = cfg
+        self.ssh_binary = ssh_binary
+        self._ports: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- argv -----------------------------------------------------------------------------------
+    def ssh_argv(self, node: Node, command: str) -> list[str]:
+        # "--" ends options: an address can never be read as one
+        return [self.ssh_binary, *ssh_options(self.cfg), "--", node.address, command]
+
+    def describe(self) -> str:
+        parts = ["ssh"]
+        if self.cfg.port is not None:
+            parts.append(f"port {self.cfg.port}")
+        if self.cfg.user:
+            parts.append(f"user {self.cfg.user}")
+        return ", ".join(parts)
+
+    # -- errors ---------------------------------------------------------------------------------
+    def port_of(self, node: Node) -> str:
+        """The port ssh really uses for ``node`` (``ssh -G`` resolves ~/.ssh/config; no network)."""
+        if self.cfg.port is not None:
+            return str(self.cfg.port)
+        with self._lock:
+            if node.address not in self._ports:
+                port = "22"
+                try:
+                    proc = subprocess.run([self.ssh_binary, *ssh_options(self.cfg), "-G", "--", node.address],
+                                          capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+                    m = re.search(r"^port (\d+)$", proc.stdout, re.MULTILINE)
+                    port = m.group(1) if m else port
+                except (OSError, subprocess.SubprocessError):
+                    pass
+                self._ports[node.address] = port
+            return self._ports[node.address]
+
+    def where(self, node: Node) -> str:
+        return f"{node.name} ({node.address}:{self.port_of(node)})"
+
+    def error_for(self, node: Node, rc: int, stderr: str) -> TransportError | None:
+        """A ``TransportError`` when ``rc``/``stderr`` are ssh's own failure; None when the remote
+        command ran (whatever its exit code)."""
+        if rc != SSH_FAILED:
+            return None
+        lines = _ssh_lines(stderr)
+        text = "\n".join(lines)
+        fields = {"node": node.name, "address": node.address, "port": self.port_of(node),
+                  "timeout": self.cfg.connect_timeout_s}
+        for pattern, error_id, message, hint, transient in _SSH_FAILURES:
+            if re.search(pattern, text):
+                return TransportError(node.name, message.format(**fields), hint.format(**fields),
+                                      error_id=error_id, transient=transient, where=self.where(node))
+        own = [ln for ln in lines if ln.startswith(("ssh:", "ssh_", "kex_", "channel ", "mux_", "ControlSocket"))]
+        if own:
+            return TransportError(node.name, f"ssh failed: {own[-1]}",
+                                  f"try `ssh {node.address} true` by hand to see the full error",
+                                  error_id="ssh-failed", where=self.where(node))
+        return None  # the remote command itself exited 255
+
+    def _raise_for(self, node: Node, result: CommandResult) -> CommandResult:
+        err = self.error_for(node, result.rc, result.stderr)
+        if err is not None:
+            raise err
+        return result
+
+    # -- run / popen ----------------------------------------------------------------------------
+    def run(self, node: Node, argv: list[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+            env: Mapping[str, str] | None = None, cwd: str | None = None,
+            stdin: str | None = None) -> CommandResult:
+        command = remote_command(argv, env=env, cwd=cwd, timeout_s=timeout_s)
+        full = self.ssh_argv(node, command)
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(full, input="" if stdin is None else stdin, capture_output=True, text=True,
+                                  errors="replace", timeout=timeout_s + LOCAL_MARGIN_S)
+        except subprocess.TimeoutExpired:
+            # the remote `timeout` should have ended it; the connection itself is hanging
+            raise CommandTimeout(node.name, f"no answer over SSH within {timeout_s + LOCAL_MARGIN_S:.0f} s",
+                                 "the node or the network path to it stopped responding",
+                                 transient=True, where=self.where(node)) from None
+        except FileNotFoundError:
+            raise TransportError(node.name, f"{self.ssh_binary}: command not found",
+                                 "install the OpenSSH client (apt-get install openssh-client)",
+                                 error_id="ssh-missing", where=self.where(node)) from None
+        seconds = round(time.monotonic() - start, 3)
+        # remote `timeout` exits 124 when the time ran out (137 after the KILL grace)
+        timed_out = proc.returncode in (124, 137) and seconds >= timeout_s - 0.5
+        result = CommandResult(node=node.name, argv=list(argv), rc=proc.returncode, stdout=proc.stdout,
+                               stderr=proc.stderr + (f"\ntimed out after {timeout_s:.0f} s" if timed_out else ""),
+                               seconds=seconds, timed_out=timed_out)
+        return self._raise_for(node, result)
+
+    def popen(self, node: Node, argv: list[str], *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> subprocess.Popen:
+        """Start a long-running command; stdout and stderr come back merged on ``proc.stdout``.
+
+        Killing the returned process, losing the connection, or this controller exiting stops
+        the remote command and all its children. The handle is the command's lifetime: once the
+        ``Popen`` object is garbage collected, the remote command is stopped too.
+        """
+        command = remote_command(argv, env=env, cwd=cwd)
+        wrapped = shell_join(["sh", "-c", _WATCHDOG, "sh", command])
+        # ssh's stdin is a pipe only we hold the write end of (not proc.stdin, which communicate()
+        # would close): it reaches EOF exactly when the handle or this process goes away.
+        keep_r, keep_w = os.pipe()
+        try:
+            proc = subprocess.Popen(self.ssh_argv(node, wrapped), stdin=keep_r, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    start_new_session=True)
+        except BaseException:
+            os.close(keep_w)
+            raise
+        finally:
+            os.close(keep_r)
+        weakref.finalize(proc, os.close, keep_w)
+        return proc
+
+    # -- files ----------------------------------------------------------------------------------
+    def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:
+        """``remote`` becomes a copy of ``local``: a file is written there (parents created), a
+        directory is merged into it. Streams over the same ssh options (ProxyJump etc. apply)."""
+        local = Path(local)
+        if local.is_dir():
+            script = 'mkdir -p -- "$1" && tar -C "$1" -xf -'
+            tar = subprocess.Popen(["tar", "-C", str(local), "-cf", "-", "."], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+            try:
+                self._stream(node, script, [remote], stdin=tar.stdout, timeout_s=timeout_s, what=f"copy {local}")
+            finally:
+                tar.kill() if tar.poll() is None else None
+                tar.wait()
+            return
+        if not local.is_file():
+            raise TransportError(node.name, f"cannot copy {local}: no such file or directory",
+                                 "check the local path", error_id="copy-failed", where=self.where(node))
+        mode = f"{local.stat().st_mode & 0o777:o}"
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
+        with open(local, "rb") as fh:
+            self._stream(node, script, [remote, mode], stdin=fh, timeout_s=timeout_s, what=f"copy {local}")
+
+    def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
+        """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
+        local = Path(local)
+        # one round trip: a type byte, then the file's bytes or a tar of the directory
+        script = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
+                  'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
+                  'else echo "$1: no such file or directory" >&2; exit 2; fi')
+        command = shell_join(["sh", "-c", script, "sh", remote])
+        proc = subprocess.Popen(self.ssh_argv(node, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            kind = proc.stdout.read(1)
+            if kind == b"D":
+                local.mkdir(parents=True, exist_ok=True)
+                untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], stdin=proc.stdout,
+                                       capture_output=True)
+                untar_err = untar.stderr.decode(errors="replace").strip() if untar.returncode else ""
+            elif kind == b"F":
+                local.parent.mkdir(parents=True, exist_ok=True)
+                with open(local, "wb") as fh:
+                    while chunk := proc.stdout.read(1 << 20):
+                        fh.write(chunk)
+                untar_err = ""
+            else:
+                proc.stdout.read()
+                untar_err = ""
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            rc = proc.wait()
+        finally:
+            timer.cancel()
+        if timer.finished.is_set() and rc != 0 and not stderr:
+            raise CommandTimeout(node.name, f"copy of {remote} did not finish within {timeout_s:.0f} s",
+                                 "a large copy needs a larger timeout", where=self.where(node))
+        err = self.error_for(node, rc, stderr)
+        if err is not None:
+            raise err
+        if rc != 0 or untar_err:
+            why = (untar_err or stderr.strip() or f"exit {rc}").splitlines()[-1]
+            raise TransportError(node.name, f"copy of {remote} to {local} failed: {why}",
+                                 "check the remote path exists and is readable", error_id="copy-failed",
+                                 where=self.where(node))
+
+    def _stream(self, node: Node, script: str, args: list[str], *, stdin, timeout_s: float, what: str) -> None:
+        command = shell_join(["sh", "-c", script, "sh", *args])
+        try:
+            proc = subprocess.run(self.ssh_argv(node, command), stdin=stdin, capture_output=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(node.name, f"{what} did not finish within {timeout_s:.0f} s",
+                                 "a large copy needs a larger timeout", where=self.where(node)) from None
+        stderr = proc.stderr.decode(errors="replace")
+        err = self.error_for(node, proc.returncode, stderr)
+        if err is not None:
+            raise err
+        if proc.returncode != 0:
+            why = (stderr.strip() or f"exit {proc.returncode}").splitlines()[-1]
+            raise TransportError(node.name, f"{what} -> {args[0]} failed: {why}",
+                                 "check the remote path is writable and has space", error_id="copy-failed",
+                                 where=self.where(node))

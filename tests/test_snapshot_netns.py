@@ -1,0 +1,44 @@
+"""The snapshot on the 3-node namespace cluster over the SSH transport: every node answers in
+parallel, nothing is written on the nodes, and a dead node is a CONCERN, not a crash."""
+
+from __future__ import annotations
+
+from clustereval.config import Config
+from clustereval.debug.snapshot import collect, snapshot_lines
+from tests.test_snapshot_cli import tree_state
+
+
+def _config(cluster) -> Config:
+    return Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes),
+                  ssh=cluster.ssh_settings(), shared_paths=(str(cluster.shared_dir),),
+                  eval_python="python3")
+
+
+def test_snapshot_all_nodes_over_ssh(cluster3):
+    (cluster3.shared_dir / "data.bin").write_bytes(b"x" * 4096)
+    before = tree_state(cluster3.shared_dir), tree_state(cluster3.scratch_dir)
+    record = collect(_config(cluster3), cluster3.transport(), cluster3.cluster_nodes(), sample_s=0.5)
+    assert [n.node for n in record.nodes] == [n.name for n in cluster3.nodes]
+    for snap, node in zip(record.nodes, cluster3.nodes, strict=True):
+        assert snap.reachable, snap.error
+        assert snap.hostname == node.name  # read on that node (its own UTS namespace)
+        keys = {s.key for s in snap.signals}
+        assert {"cpu.iowait", "storage.root", "storage.shared", "xid"} <= keys
+        shared = [s for s in snap.signals if s.key == "storage.shared"]
+        assert any(f"holding {cluster3.shared_dir}" in s.text for s in shared)
+    lines = snapshot_lines(record)
+    for node in cluster3.nodes:
+        assert any(ln.startswith(("[OK] " + node.name, "[INFO] " + node.name)) for ln in lines)
+    # the same machine underneath: versions agree
+    assert [s.level for s in record.drift] == ["OK"]
+    assert (tree_state(cluster3.shared_dir), tree_state(cluster3.scratch_dir)) == before
+
+
+def test_a_dead_node_is_a_concern_and_the_rest_go_on(cluster3):
+    cluster3.kill_sshd(1)
+    record = collect(_config(cluster3), cluster3.transport(), cluster3.cluster_nodes(), sample_s=0.2)
+    dead = record.nodes[1]
+    assert not dead.reachable and record.status == "partial"
+    (sig,) = dead.signals
+    assert sig.level == "CONCERN" and "not snapshotted" in sig.text and "clustereval preflight" in sig.pointer
+    assert record.nodes[0].reachable and record.nodes[2].reachable
