@@ -36,25 +36,31 @@ KILL_GRACE_S = 10
 # Runs on each node with the eval Python: the runbook's rendezvous probes, as JSON.
 PROBE_SNIPPET = r"""
 import json, socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
+host, port, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 out = {"hostname": socket.gethostname(), "hostname_addrs": [], "route_addr": "", "matches_endpoint": None,
-       "num_gpus": 0, "error": ""}
+       "num_gpus": 0, "error": "", "matches": {}, "routes": {}}
 try:
     out["hostname_addrs"] = sorted({a[4][0] for a in socket.getaddrinfo(out["hostname"], None,
                                                                           proto=socket.IPPROTO_TCP)})
 except Exception as exc:
     out["error"] = "hostname: %s" % exc
-try:
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_DGRAM)
-    s.connect((host, port))
-    out["route_addr"] = s.getsockname()[0]
-    s.close()
-except Exception as exc:
-    out["error"] += " route: %s" % exc
+
+def route(addr):
+    try:
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((addr, port))  # no packet is sent: the kernel picks the source address
+        src = s.getsockname()[0]
+        s.close()
+        return src
+    except Exception:
+        return ""
+
+out["route_addr"] = route(host)
+out["routes"] = {p: route(p) for p in peers}
 try:
     from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
     out["matches_endpoint"] = bool(_matches_machine_hostname(host))
+    out["matches"] = {p: bool(_matches_machine_hostname(p)) for p in peers}
 except Exception as exc:
     out["error"] += " torch: %s" % exc
 try:
@@ -159,10 +165,15 @@ def nccl_env_info(ctx: RunContext) -> NcclEnvInfo:
                        nvls_source=source.get("NCCL_NVLS_ENABLE", ncclenv.PLATFORM))
 
 
-def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int) -> list[RendezvousProbe]:
+def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
+                peers: list[Node] | None = None) -> list[RendezvousProbe]:
+    """Each node's rendezvous answers for ``host``, and for every peer's address (pairs reuse them)."""
+    peers = list(nodes if peers is None else peers)
+
     def one(node: Node) -> RendezvousProbe:
         try:
-            res = ctx.transport.run(node, [ctx.eval_python, "-c", PROBE_SNIPPET, host, str(port)], timeout_s=120)
+            res = ctx.transport.run(node, [ctx.eval_python, "-c", PROBE_SNIPPET, host, str(port),
+                                           *[n.address for n in peers]], timeout_s=120)
         except TransportError as exc:
             return RendezvousProbe(node=node.name, error=exc.message)
         data: dict = {}
@@ -177,8 +188,27 @@ def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int) -> lis
         return RendezvousProbe(node=node.name, hostname=data.get("hostname", ""),
                                hostname_addrs=list(data.get("hostname_addrs", [])),
                                route_addr=data.get("route_addr", ""), matches_endpoint=data.get("matches_endpoint"),
-                               num_gpus=int(data.get("num_gpus", 0)), error=data.get("error", "").strip())
+                               num_gpus=int(data.get("num_gpus", 0)), error=data.get("error", "").strip(),
+                               matches={k: bool(v) for k, v in data.get("matches", {}).items()},
+                               routes=dict(data.get("routes", {})))
     return run_parallel(nodes, one, ctx.transport.fanout)
+
+
+def probes_for(probes: list[RendezvousProbe], nodes: list[Node]) -> list[RendezvousProbe] | None:
+    """The probes of a launch among ``nodes`` (endpoint: the first), from a run-wide probe; None if missing."""
+    by_node = {p.node: p for p in probes}
+    if not nodes or any(n.name not in by_node for n in nodes):
+        return None
+    host = nodes[0].address
+    out = []
+    for n in nodes:
+        p = by_node[n.name]
+        if host not in p.routes or host not in p.matches:
+            return None
+        out.append(RendezvousProbe(node=p.node, hostname=p.hostname, hostname_addrs=list(p.hostname_addrs),
+                                   route_addr=p.routes[host], matches_endpoint=p.matches[host],
+                                   num_gpus=p.num_gpus, error=p.error, matches=p.matches, routes=p.routes))
+    return out
 
 
 def ranks_per_node(ctx: RunContext, probes: list[RendezvousProbe]) -> tuple[int, str]:
@@ -197,7 +227,9 @@ def _safe(label: str) -> str:
 def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], num_nodes: int, nproc: int,
                   endpoint: str, run_id: str, plan: RendezvousPlan, rdzv_timeout_s: int, timeout_s: float,
                   log_dir: str) -> list[str]:
-    conf = f"timeout={rdzv_timeout_s}"
+    # `timeout` is the runbook's key (the static and etcd backends read it); the c10d backend reads
+    # `join_timeout` (default 600 s), so both are given to keep a failed attempt short
+    conf = f"timeout={rdzv_timeout_s},join_timeout={rdzv_timeout_s}"
     if rdzv_timeout_s != DEFAULT_RDZV_TIMEOUT_S:
         conf += f",read_timeout={rdzv_timeout_s}"
     if plan.is_host_node:
@@ -215,7 +247,7 @@ def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], 
 
 
 def check_ports(ctx: RunContext, owner: Node, others: list[Node], host: str, port: int,
-                seconds: float = 15.0) -> tuple[dict[str, bool], str]:
+                seconds: float = 10.0) -> tuple[dict[str, bool], str]:
     """(node -> could connect, bind error): the runbook's "can a worker reach it?" probe."""
     import threading
 
@@ -265,13 +297,23 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     run_id = f"{_safe(label)}-{ctx.store.run_id}"[:60]
     log_dir = f"{node_scratch(ctx)}/torchrun/{_safe(label)}"
 
+    def ship(node: Node):
+        # the package reaches every node before any torchrun starts (no node imports a half-copied tree)
+        try:
+            return worker_env(ctx, node, {"OMP_NUM_THREADS": "1", **(extra_env or {})})
+        except TransportError as exc:
+            return exc
+
+    envs = dict(zip((n.name for n in nodes), run_parallel(nodes, ship, ctx.transport.fanout), strict=True))
+
     def one(node: Node):
+        env = envs[node.name]
+        if isinstance(env, TransportError):
+            return env
         argv = torchrun_argv(ctx, node, module=module, args=args, num_nodes=len(nodes), nproc=nproc,
                              endpoint=endpoint, run_id=run_id, plan=plan, rdzv_timeout_s=rdzv_timeout_s,
                              timeout_s=timeout_s, log_dir=f"{log_dir}/{_safe(node.name)}")
-        env = {"OMP_NUM_THREADS": "1", **(extra_env or {})}
         try:
-            env = worker_env(ctx, node, env)
             return ctx.transport.run(node, argv, timeout_s=timeout_s + KILL_GRACE_S + 20, env=env)
         except TransportError as exc:
             return exc

@@ -193,7 +193,9 @@ class AllreducePhase:
         rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,
                               nvlink_target_gb_s=ctx.config.targets.nvlink_uni_gb_s,
                               internode_target_gb_s=ctx.config.targets.internode_busbw_gb_s)
-        probes = probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port)
+        conn = ctx.records.get("connectivity")
+        probes = (list(conn.probes) if conn is not None and len(conn.probes) == len(nodes)
+                  else probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port))
         nproc, backend = ranks_per_node(ctx, probes)
         max_bytes = ctx.profile.allreduce_max_bytes
         extra = {**_collective_env(env, backend), **(NCCL_INFO_ENV if backend == "nccl" else {})}

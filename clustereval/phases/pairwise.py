@@ -12,7 +12,7 @@ import time
 
 from clustereval.analysis import stragglers as st
 from clustereval.phases.base import RunContext
-from clustereval.phases.launch import launch, nccl_env_info, probe_nodes, ranks_per_node
+from clustereval.phases.launch import launch, nccl_env_info, probe_nodes, probes_for, ranks_per_node
 from clustereval.phases.network import SWEEP_TIMEOUT_S, _collective_env, copy_tools, sweep_args
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
@@ -36,7 +36,10 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
     copy_tools(ctx)
     t0 = time.monotonic()
     env = nccl_env_info(ctx)
-    probes = probe_nodes(ctx, nodes[:1], "127.0.0.1", ctx.config.rdzv_port)
+    conn = ctx.records.get("connectivity")
+    known = {p.node: p for p in (conn.probes if conn is not None else [])}
+    probes = ([known[n.name] for n in nodes] if all(n.name in known for n in nodes)
+              else probe_nodes(ctx, nodes, nodes[0].address, ctx.config.rdzv_port))
     nproc, backend = ranks_per_node(ctx, probes)
     payload = payload_bytes or (GPU_PAYLOAD_BYTES if backend == "nccl" else CPU_PAYLOAD_BYTES)
     rec.payload_bytes, rec.backend, rec.ranks_per_node = payload, backend, nproc
@@ -54,7 +57,8 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
             i, (a, b) = item
             res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=args,
                          nodes=[by_name[a], by_name[b]], nproc=nproc, port=ctx.config.rdzv_port + 1 + i,
-                         timeout_s=SWEEP_TIMEOUT_S, extra_env=_collective_env(env, backend), diagnose=False)
+                         timeout_s=SWEEP_TIMEOUT_S, extra_env=_collective_env(env, backend), diagnose=False,
+                         probes=probes_for(probes, [by_name[a], by_name[b]]))
             rows = [e for e in res.of("row") if e.get("mode") == "back-to-back"]
             ok = res.info.ok and rows and all(e.get("check_ok", True) for e in rows)
             value = float(rows[0]["busbw_gb_s"]) if ok else None

@@ -39,6 +39,8 @@ class RendezvousProbe:
     matches_endpoint: bool | None = None  # torch's _matches_machine_hostname(endpoint host)
     num_gpus: int = 0
     error: str = ""
+    matches: dict[str, bool] = field(default_factory=dict)  # node address -> _matches_machine_hostname
+    routes: dict[str, str] = field(default_factory=dict)  # node address -> this node's source address to it
 
 
 @dataclass

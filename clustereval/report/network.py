@@ -20,7 +20,6 @@ from clustereval.report.markdown import Document
 from clustereval.report.network_plots import iec
 from clustereval.report.render import RunView, SectionResult, render_gaps
 
-NVLS_WORDS = {"0": "force off", "1": "require NVLS (NCCL aborts where it is unavailable)", "2": "auto"}
 WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
        "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
        "cluster.toml": "the operator, in cluster.toml"}
@@ -188,11 +187,10 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
     who = WHO.get(env.nvls_source, env.nvls_source)
-    meaning = NVLS_WORDS.get(env.nvls_enable, "an unrecognised value")
     text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring busbw it "
             "typically gains about 30% intra-node and about 25% inter-node, it does not speed up all-gather or "
             "reduce-scatter, and it is a different feature from InfiniBand switch SHARP. "
-            f"`NCCL_NVLS_ENABLE={env.nvls_enable}` ({meaning}; 0 = force off, 1 = require, 2 = auto) was set by {who}.")
+            f"`NCCL_NVLS_ENABLE={env.nvls_enable}` (0 = force off, 1 = require NVLS, 2 = auto) was set by {who}.")
     if ar is not None:
         intra = _nvls_state(_nccl_of(ar.intra))
         inter = _nvls_state(ar.inter.nccl) if ar.inter is not None and ar.inter.nccl else ""
