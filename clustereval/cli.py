@@ -13,7 +13,7 @@ from rich.console import Console
 from clustereval import __version__
 from clustereval.errors import EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -102,11 +102,27 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True))
-def report(run_dir: str) -> None:
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
+def report(run_dir: str, config_path: str | None) -> None:
     """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
-    from clustereval.app import rerender
+    from clustereval.app import rerender, stored_config_path
 
-    sys.exit(rerender(Path(run_dir), console=console, out=out))
+    config_path = config_path or stored_config_path(Path(run_dir))
+    config = load_config_or_default(config_path) if config_path and Path(config_path).exists() else None
+    sys.exit(rerender(Path(run_dir), console=console, out=out, config=config))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml to reach the nodes (default: the one the run used).")
+def cleanup(run_dir: str, config_path: str | None) -> None:
+    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
+    from clustereval.app import cleanup_run, stored_config_path
+
+    config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
+    sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
 
 
 @cli.command()
@@ -129,8 +145,13 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     from clustereval.transport.factory import make_transport, nodes_of
 
     config = load_config_or_default(config_path)
-    nodes = snap.select_nodes(nodes_of(config), node_name, all_nodes)
-    record = snap.collect(config, make_transport(config), nodes, sample_s=sample_seconds)
+    transport = make_transport(config)
+    try:
+        every = nodes_of(config, transport)
+        nodes = snap.select_nodes(every, node_name, all_nodes)
+        record = snap.collect(config, transport, nodes, sample_s=sample_seconds)
+    finally:
+        transport.close()
     if as_json:
         click.echo(snap.snapshot_json(record))
     else:
@@ -142,14 +163,111 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
         for path in write_snapshot_evidence(Path(evidence_dir), record):
             console.print(f"evidence: {path}", markup=False)
     console.print(snap.summary(record), markup=False)
-    if not all_nodes and node_name is None and len(nodes_of(config)) > 1:
+    if not all_nodes and node_name is None and len(every) > 1:
         console.print(f"(snapshot of {nodes[0].name} only: --all for every node)", markup=False)
     sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
+
+
+@cli.command()
+@click.argument("path", required=False, default="cluster.toml", type=click.Path(dir_okay=False))
+def init(path: str) -> None:
+    """Write a commented cluster.toml template to PATH (default: ./cluster.toml)."""
+    from clustereval.configload import template_text
+
+    target = Path(path)
+    if target.exists():
+        raise UsageError(f"{path} already exists; not overwriting it",
+                         "edit it, or give another path: clustereval init other.toml")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(template_text())
+    out.print(f"wrote {path}: fill it in, then run `clustereval preflight`", markup=False)
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+def preflight(config_path: str | None) -> None:
+    """The hard gate: the checklist, SSH/TCP reachability of every node, NCCL env, CPU gloo check.
+
+    Exits 2 with the exact list when something required is missing, 1 when a node cannot be
+    reached or the gloo check fails; nothing slow starts either way.
+    """
+    from clustereval.app import preflight_only
+
+    sys.exit(preflight_only(load_config_or_default(config_path), console=console, out=out))
+
+
+@cli.group()
+def debug() -> None:
+    """Performance debugger workflows: uneven NCCL across nodes, a slow filesystem."""
+
+
+@debug.command("nccl")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml).")
+@click.option("--pairs", "pairs_file", type=click.Path(exists=True, dir_okay=False),
+              help="Use a saved pairwise record (RUN_DIR/pairwise.record.json) instead of measuring.")
+@click.option("--snapshot-all", is_flag=True, help="Snapshot every node, not only the ones the hunt names.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled in each snapshot.")
+def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all: bool, reports_dir: str | None,
+                   sample_seconds: float) -> None:
+    """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
+    from clustereval.analysis.nccl_debug import report_lines
+    from clustereval.app import _progress_printer
+    from clustereval.debug.nccl import debug_nccl
+
+    config = load_config_or_default(config_path)
+    rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
+                            snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
+                            sample_s=sample_seconds, progress=_progress_printer(console))
+    for line in report_lines(rec):
+        out.print(line, markup=False)
+    for gap in rec.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    if rec.evidence_dir:
+        console.print(f"evidence: {rec.evidence_dir}", markup=False)
+    completed = [p for p in rec.pairs if p.busbw_gb_s is not None]
+    sys.exit(0 if completed else 1)
+
+
+@debug.command("fs")
+@click.argument("mount")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--node", "node_name", help="Run on this node (default: the first).")
+@click.option("--runtime-seconds", type=click.IntRange(1, 180), default=5, show_default=True,
+              help="Timed IO per fio run of the quick scan.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled.")
+def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, runtime_seconds: int,
+                 reports_dir: str | None, sample_seconds: float) -> None:
+    """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance."""
+    from clustereval.analysis.fs_debug import report_lines
+    from clustereval.app import _progress_printer
+    from clustereval.debug.fs import debug_fs
+
+    config = load_config_or_default(config_path)
+    rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds,
+                          reports_dir=Path(reports_dir) if reports_dir else None, sample_s=sample_seconds,
+                          progress=_progress_printer(console))
+    for line in report_lines(rec):
+        out.print(line, markup=False)
+    for gap in rec.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    sys.exit(0 if rec.shared is not None and rec.shared.complete else 1)
 
 
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
+    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         cli(standalone_mode=True)
     except SystemExit:

@@ -14,9 +14,9 @@ import pytest
 
 from clustereval.config import Config
 from clustereval.phases.base import Profile, RunContext
-from clustereval.phases.launch import launch, probe_nodes
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.pairwise import run_pairwise
+from clustereval.phases.torchrun import launch, probe_nodes
 from clustereval.records import dumps, loads
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord

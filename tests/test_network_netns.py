@@ -11,9 +11,9 @@ import sys
 
 from clustereval.config import Config
 from clustereval.phases.base import Profile, RunContext
-from clustereval.phases.launch import launch, probe_nodes
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.pairwise import run_pairwise
+from clustereval.phases.torchrun import launch, probe_nodes
 from clustereval.store import RunState, RunStore
 
 SMALL = Profile(name="quick", allreduce_max_bytes=64 * 1024)

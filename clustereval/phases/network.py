@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
-from clustereval.phases.launch import (
+from clustereval.phases.torchrun import (
     LaunchResult,
     endpoint_host,
     launch,

@@ -12,8 +12,8 @@ import time
 
 from clustereval.analysis import stragglers as st
 from clustereval.phases.base import RunContext
-from clustereval.phases.launch import launch, nccl_env_info, probe_nodes, probes_for, ranks_per_node
 from clustereval.phases.network import SWEEP_TIMEOUT_S, _collective_env, copy_tools, sweep_args
+from clustereval.phases.torchrun import launch, nccl_env_info, probe_nodes, probes_for, ranks_per_node
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
 from clustereval.report.network_plots import pair_heatmap_png

@@ -6,6 +6,7 @@ from typing import Any
 
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
+from clustereval.records.storage import StorageRecord
 
 # phase name -> record class. A phase module's record class lives in records/<area>.py.
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -15,6 +16,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "connectivity": ConnectivityRecord,
     "allreduce": AllreduceRecord,
     "pairwise": PairwiseRecord,
+    "storage": StorageRecord,
 }
 
 
