@@ -16,7 +16,6 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from clustereval.analysis import ncclenv
 from clustereval.analysis.rendezvous import (
     RendezvousPlan,
     classify_failure,
@@ -26,6 +25,7 @@ from clustereval.analysis.rendezvous import (
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_env
+from clustereval.probes.preflight import final_nccl_env, parse_env_dump
 from clustereval.probes.torchrun import parse_worker_events, prefix_log
 from clustereval.records.network import LaunchInfo, NcclEnvInfo, RankInfo, RendezvousProbe
 from clustereval.transport.base import Node, run_parallel
@@ -152,17 +152,17 @@ def nccl_env_info(ctx: RunContext) -> NcclEnvInfo:
         if ctx.nodes:
             try:
                 res = ctx.transport.run(ctx.nodes[0], ["env"], timeout_s=30)
-                platform = ncclenv.parse_env_dump(res.stdout)
+                platform = parse_env_dump(res.stdout)
             except TransportError:
                 platform = {}
-        final, source = ncclenv.final_nccl_env(platform, dict(ctx.config.nccl_env))
+        final, source = final_nccl_env(platform, ctx.config.nccl_env)
     if "NCCL_NVLS_ENABLE" not in final:
         final["NCCL_NVLS_ENABLE"] = "2"
-        source["NCCL_NVLS_ENABLE"] = ncclenv.DEFAULT
+        source["NCCL_NVLS_ENABLE"] = "clustereval default"
     for k in final:
-        source.setdefault(k, ncclenv.PLATFORM)
+        source.setdefault(k, "platform")
     return NcclEnvInfo(final_env=final, env_source=source, nvls_enable=final["NCCL_NVLS_ENABLE"],
-                       nvls_source=source.get("NCCL_NVLS_ENABLE", ncclenv.PLATFORM))
+                       nvls_source=source.get("NCCL_NVLS_ENABLE", "platform"))
 
 
 def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
