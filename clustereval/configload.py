@@ -37,7 +37,7 @@ STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-r
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
             "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
-            "reports_dir", "ssh", "slurm", "nccl_env", "targets")
+            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
@@ -317,6 +317,9 @@ class _Loader:
         rdzv = self.port(data, "rdzv_port", hint="the rendezvous port on the first hostfile node, e.g. 29500")
         if rdzv is not None:
             kw["rdzv_port"] = rdzv
+        cpu_ranks = self.positive(data, "cpu_ranks_per_node")
+        if cpu_ranks is not None:
+            kw["cpu_ranks_per_node"] = int(cpu_ranks)
         reports = self.get(data, "reports_dir", str)
         if reports is not None:
             if reports.strip() and "\n" not in reports:

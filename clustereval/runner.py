@@ -25,9 +25,12 @@ PHASES: dict[str, str] = {
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
     "environment": "clustereval.phases.environment:EnvironmentPhase",
+    "connectivity": "clustereval.phases.network:ConnectivityPhase",
     "health": "clustereval.phases.compute:HealthPhase",
     "matmul": "clustereval.phases.compute:MatmulPhase",
     "lemon": "clustereval.phases.compute:LemonPhase",
+    "allreduce": "clustereval.phases.network:AllreducePhase",
+    "pairwise": "clustereval.phases.pairwise:PairwisePhase",
     "storage": "clustereval.phases.storage:StoragePhase",
 }
 

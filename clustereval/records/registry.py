@@ -6,6 +6,7 @@ from typing import Any
 
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
 from clustereval.records.environment import EnvironmentRecord
+from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
 
@@ -15,9 +16,12 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
     "environment": EnvironmentRecord,
+    "connectivity": ConnectivityRecord,
     "health": HealthRecord,
     "matmul": MatmulRecord,
     "lemon": LemonRecord,
+    "allreduce": AllreduceRecord,
+    "pairwise": PairwiseRecord,
     "storage": StorageRecord,
 }
 
