@@ -120,8 +120,9 @@ def test_unreachable_node_is_a_gap_and_the_others_are_inventoried(tmp_path):
     assert rec.status == "partial"
     assert [n.node for n in rec.nodes] == [here, "down"]
     assert rec.nodes[0].hostname and not rec.nodes[1].hostname
-    [gap] = rec.gaps
-    assert gap.node == "down" and "Connection refused" in gap.text and gap.plan == "check sshd on the node"
+    [gap] = [g for g in rec.gaps if g.node == "down"]
+    assert "Connection refused" in gap.text and gap.plan == "check sshd on the node"
+    assert rec.nodes[1].errors == ["down: ssh: connect to host down port 22: Connection refused"]
 
 
 def test_gpu_label():
