@@ -103,6 +103,11 @@ class HealthPhase:
             return rec
         results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
         rec.nodes = [r[0] for r in results if r[0] is not None]
+        if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
+            rec.status = "skipped"
+            rec.gaps.append(_no_gpu_gap(self.name, [NodeGpus(n, n.name, error="`nvidia-smi` is not installed")
+                                                    for n in ctx.nodes]))
+            return rec
         for _, gaps in results:
             rec.gaps += gaps
         if not any(n.ran for n in rec.nodes):

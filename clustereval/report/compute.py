@@ -110,8 +110,9 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
         return SectionResult()
     result = SectionResult()
     for rec in (health, mm, lemon):
-        if rec is not None:
-            result.gaps += rec.gaps
+        for gap in (rec.gaps if rec is not None else []):
+            if all(g.text != gap.text for g in result.gaps):  # "no GPU" is said once, not per phase
+                result.gaps.append(gap)
     facts = _facts(view, mm, lemon)
     spec = _spec(facts)
     ran_health = bool(health and any(n.ran for n in health.nodes))

@@ -383,7 +383,10 @@ def resolve_gpu(torch: Any, nvml: Nvml, device: str, index: int) -> Gpu:
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"NVML cannot read GPU {index}: {exc}") from exc
         want = gpu.uuid.lower().removeprefix("gpu-")
-        for d in range(torch.cuda.device_count()):
+        count = torch.cuda.device_count()
+        # The same index first: looking at other devices is only needed when the numbering differs.
+        order = ([index] if index < count else []) + [d for d in range(count) if d != index]
+        for d in order:
             got = str(getattr(torch.cuda.get_device_properties(d), "uuid", "")).lower().removeprefix("gpu-")
             if got and got == want:
                 gpu.cuda_index = d
