@@ -28,7 +28,9 @@ def timing(shape, tflops, stage="sustained", power=698.0, clock=1530.0, label=""
 
 def environment(hosts=("gpu-a",), num_gpus=2, name="NVIDIA H200"):
     return EnvironmentRecord(nodes=[
-        NodeEnvironment(node=f"10.0.0.{i + 1}", index=i, hostname=h, has_gpu=True,
+        NodeEnvironment(node=f"10.0.0.{i + 1}", index=i, hostname=h, has_gpu=True, os_pretty="Ubuntu 24.04.3 LTS",
+                        kernel="6.8.0-88-generic", cpu_model="AMD EPYC 9654", cpu_cores=32, numa_nodes=1,
+                        mem_total_bytes=270 * 2**30,
                         gpus=[GpuInfo(index=g, name=name, memory_total_mib=143771, power_limit_w=700.0,
                                       clocks_max_sm_mhz=1980, sm_count=132) for g in range(num_gpus)])
         for i, h in enumerate(hosts)])

@@ -32,7 +32,7 @@ from clustereval.phases.gpunode import (
     plan_for,
 )
 from clustereval.phases.workerproc import WorkerProc, is_event
-from clustereval.probes.dcgmi import connection_error, cuda_major, diag_argv, parse_diag
+from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
     GpuMsmf,
@@ -98,14 +98,14 @@ class HealthPhase:
         plan = plan_for(ctx)
         if plan.cpu:
             rec.status = "skipped"
-            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so `dcgmi diag -r 2` did not run.",
+            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
                                 plan=NO_GPU_PLAN))
             return rec
         results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
         rec.nodes = [r[0] for r in results if r[0] is not None]
         if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
             rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(self.name, [NodeGpus(n, n.name, error="`nvidia-smi` is not installed")
+            rec.gaps.append(_no_gpu_gap(self.name, [NodeGpus(n, n.name, error="nvidia-smi is not installed")
                                                     for n in ctx.nodes]))
             return rec
         for _, gaps in results:
@@ -122,13 +122,14 @@ class HealthPhase:
         os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
         cuda = cuda_major(probe.stdout)
         if "nvidia-smi" not in have:
-            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (`nvidia-smi` is not installed), so "
-                                         "`dcgmi diag -r 2` did not run there.", NO_GPU_PLAN, node.name)]
+            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (nvidia-smi is not installed), so the "
+                                         "hardware health check did not run there.", NO_GPU_PLAN, node.name)]
         nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
         if "dcgmi" not in have:
             nh.errors.append("dcgmi is not installed")
-            return nh, [Gap(self.name, f"DCGM (`dcgmi`) is not installed on {node.name}, so the hardware health "
-                                       "check did not run there.", dcgm_install_plan(os_line, cuda), node.name)]
+            return nh, [Gap(self.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on "
+                                       f"{node.name}, so the hardware health check did not run there.",
+                            dcgm_install_plan(os_line, cuda), node.name)]
         ctx.progress(self.name, node.name, f"dcgmi diag -r {self.level}", 600.0)
         disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
         if not disc.ok and connection_error(disc.stdout + disc.stderr) and "nv-hostengine" in have:
@@ -139,8 +140,9 @@ class HealthPhase:
             if not disc.ok:
                 why = _last_line(disc.stdout + "\n" + disc.stderr)
                 nh.errors.append(why)
-                return nh, [Gap(self.name, f"DCGM's host engine (`nv-hostengine`) could not be reached on {node.name} "
-                                           f"({why}), so the hardware health check did not run there.",
+                return nh, [Gap(self.name, f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be "
+                                           f"reached on {node.name} ({why}), so the hardware health check did not run "
+                                           "there.",
                                 "run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it "
                                 "on the node, then re-run with `clustereval run --resume RUN_DIR`", node.name)]
             res = ctx.transport.run(node, diag_argv(self.level), timeout_s=1800)
@@ -151,7 +153,8 @@ class HealthPhase:
             nh.errors += report.errors
             if not report.ran:
                 why = "timed out after 30 min" if res.timed_out else _last_line(res.stdout + "\n" + res.stderr)
-                return nh, [Gap(self.name, f"`dcgmi diag -r {self.level}` did not complete on {node.name} ({why}).",
+                return nh, [Gap(self.name, f"[`dcgmi diag -r {self.level}`]({DIAG_URL}) did not complete on "
+                                           f"{node.name} ({why}).",
                                 "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
                                 "and re-run with `clustereval run --resume RUN_DIR`", node.name)]
             return nh, []

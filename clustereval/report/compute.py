@@ -14,6 +14,7 @@ from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
 from clustereval.analysis.specs import lookup_gpu
+from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
 from clustereval.report.markdown import Document
@@ -160,7 +161,7 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
     doc.para(" ".join(parts))
     items = []
     if ran_health:
-        items.append("`dcgmi diag -r 2` — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
+        items.append(f"[`dcgmi diag -r 2`]({DIAG_URL}) — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
                      "and software checks, GPU memory, memory bandwidth and PCIe, on every GPU of every node.")
     tool = f"[`matmul.py`]({view.raw_rel}/{mm.tool_rel})" if mm and mm.tool_rel else "`matmul.py`"
     if ran_mm:
@@ -255,7 +256,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     text = ("Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
             "**matmul shape**, the M×N×K dimensions (an M×K matrix times a K×N matrix), so `matmul.py` searches for "
             f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: each shape briefly, the "
-            f"{search.num_confirmed} fastest again with the full timing (every matmul preceded by a cache flush), and "
+            f"{search.num_confirmed} fastest shapes again with the full timing (every matmul preceded by a cache flush), and "
             f"{search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed for "
             f"{mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}.")
     if not single_gpu:
@@ -298,19 +299,22 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
              "measured while it ran.")
     rows = []
+    missing = []
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
             t = first.get(g.gpu)
             name = _gpu_name(n, g.gpu, multi)
-            if t is None:
-                rows.append([name, "dead" if g.gpu in n.dead else "", "", "", ""])
+            if t is None:  # no measurement: a sentence below says why, the table holds numbers only
+                why = g.errors[-1] if g.errors else "no result"
+                missing.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
+                               f"twice ({why}).")
                 continue
             value = round(t.mean_tflops)
             rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
     headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
     doc.table(headers, [r[:len(headers)] for r in rows], "lrlr" + ("r" if spec_tf else ""))
-    sentences = []
+    sentences = list(missing)
     for n in nodes:
         sentences += _node_summary(n, multi, single_gpu)
         sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
@@ -405,17 +409,20 @@ def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
                  f"thread arrays, each one CUDA thread block); {which} {count} SMs run them as {cov.full_waves} full "
                  f"waves (one CTA on every SM at once) and a tail of {cov.tail_ctas} CTAs, a wave efficiency of "
                  f"{100 * cov.wave_efficiency:.1f}%.")
-    width = max(len(n.gpus) for n in lemon.nodes)
-    idx = sorted({g.gpu for n in lemon.nodes for g in n.gpus})[:width]
-    rows = []
+    # one table when every node has the same GPUs, else one per node (a table holds numbers, never blanks)
+    groups: dict[tuple[int, ...], list[Any]] = {}
     for n in lemon.nodes:
-        cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
-        alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
-        lo = min(alive, key=lambda x: x[1]) if alive else None
-        hi = max(alive, key=lambda x: x[1]) if alive else None
-        rows.append([node_label(n.hostname, n.index)] + [cells.get(i, "") for i in idx]
-                    + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "", f"{hi[1]:.1f}" if hi else ""])
-    doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
+        groups.setdefault(tuple(g.gpu for g in n.gpus), []).append(n)
+    for idx, members in groups.items():
+        rows = []
+        for n in members:
+            cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
+            alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
+            lo = min(alive, key=lambda x: x[1]) if alive else None
+            hi = max(alive, key=lambda x: x[1]) if alive else None
+            rows.append([node_label(n.hostname, n.index)] + [cells[i] for i in idx]
+                        + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "dead", f"{hi[1]:.1f}" if hi else "dead"])
+        doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
     sentences = []
     for n in lemon.nodes:
         sentences += _three_pass_sentences(n, True, "lemon GEMM", _tf1, "TFLOPS")
@@ -436,11 +443,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
             label = node_label(n.hostname or n.node, n.index)
             for r in n.results:
                 if r.result == "Fail":
-                    msg = next((m for m in r.messages if not m.startswith("Info")), "")
                     where = _failed_where(label, r)
                     result.findings.append(Finding("underperforming", SUBSYSTEM,
-                                                   f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where}"
-                                                   + (f" ({msg})" if msg else "") + "."))
+                                                   f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where} "
+                                                   "(the tool's message is under Hardware health)."))
     if mm:
         for n in mm.nodes:
             for gpu in n.underperforming:
