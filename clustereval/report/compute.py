@@ -129,7 +129,9 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
         _benchmarks(doc, mm, spec, facts, result)
     if lemon and lemon.nodes:
         _lemon(doc, lemon, result)
-    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec)
+    env = view.get("environment")
+    asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
+    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
     render_gaps(doc, result.gaps)
     return result
 
@@ -436,7 +438,8 @@ def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
 
 
 def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
-              spec: Spec | None) -> None:
+              spec: Spec | None, asked_for_spec: bool = False) -> None:
+    """``asked_for_spec``: the Environment section already asks for this GPU's vendor figures."""
     bad: dict[str, list[str]] = {}
     if health:
         for n in health.nodes:
@@ -478,8 +481,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
     if healthy:
         category = "healthy" if spec and spec.bf16_tflops else "needs_input"
         if category == "needs_input":
-            healthy += (f" The official dense BF16 TFLOPS for the {spec.name if spec else 'GPU'} is not in the spec "
-                        "table: obtain the vendor's dense BF16 figure for this product to judge these numbers.")
+            name = spec.name if spec else "GPU"
+            healthy += (f" There is no official dense BF16 figure for the {name} to judge these against"
+                        + (" until the vendor's figures above arrive." if asked_for_spec else
+                           f": obtain the vendor's dense BF16 TFLOPS for the {name}."))
         result.findings.append(Finding(category, SUBSYSTEM, healthy))
 
 
