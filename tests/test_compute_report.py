@@ -114,6 +114,7 @@ def test_slow_gpu_confirmed_in_three_passes_and_a_dip_that_did_not_repeat(tmp_pa
     assert len(slow) == 1 and slow[0].text.startswith("`blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS in three "
                                                        "passes, 4.0–6.5% below the node median each time; lemon GEMM")
     assert not [f for f in out.findings if f.category == "healthy"]
+    lint(md, tmp_path)
     assert "- **GPUs** — `blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS" in md
     lint(md, tmp_path)
 
@@ -166,10 +167,12 @@ def test_dcgm_missing_and_no_gpu_are_gaps(tmp_path):
     md = render(recs).markdown
     assert "### Hardware health" not in md and "1. [`matmul.py`]" in md
     assert md.index("### Find underperforming GPUs") < md.index("### Gaps") < md.index("## Findings")
+    lint(md, tmp_path)
     none = {"matmul": MatmulRecord(status="skipped", gaps=[Gap("matmul", "No NVIDIA GPU answered on any node.", "x")]),
             "lemon": LemonRecord(status="skipped", gaps=[Gap("lemon", "No NVIDIA GPU answered on any node.", "x")])}
     md = render(none).markdown
     assert "## Compute" in md and "### Gaps" in md and "### Introduction" not in md
+    lint(md, tmp_path)
 
 
 def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
@@ -180,3 +183,17 @@ def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
     mine = [f for f in out.findings if "node MSMF 741 TFLOPS" in f.text]
     assert [f.category for f in mine] == ["needs_input"] and "no official dense BF16 figure" in mine[0].text
     assert not [f for f in out.findings if f.category == "healthy"]
+
+
+def test_report_from_a_real_cpu_run_of_the_phases(tmp_path):
+    """The records a real (CPU stand-in) run writes render and lint: no telemetry, no blanks."""
+    from clustereval.phases.compute import LemonPhase, MatmulPhase
+    from clustereval.phases.gpunode import MatmulPlan
+    from tests.test_compute_phases import make_ctx
+
+    ctx = make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05,
+                                        grid="M=32|64,N=32|64,K=64", lemon_size=64))
+    recs = {"matmul": MatmulPhase().run(ctx), "lemon": LemonPhase().run(ctx)}
+    md = render(recs).markdown
+    assert "| gpu0 |" in md and "W / MHz" not in md
+    lint(md, tmp_path)

@@ -299,7 +299,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
     doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
-             "measured while it ran.")
+             "measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
+             "The MSMF shape is the M×N×K that won the sustained regime.")
     rows = []
     missing = []
     for n in mm.nodes:
@@ -315,7 +316,10 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             value = round(t.mean_tflops)
             rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
     headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
-    doc.table(headers, [r[:len(headers)] for r in rows], "lrlr" + ("r" if spec_tf else ""))
+    if rows and not any(r[3] for r in rows):  # no power telemetry anywhere (a CPU stand-in run)
+        headers.remove("W / MHz")
+        rows = [r[:3] + r[4:] for r in rows]
+    doc.table(headers, [r[:len(headers)] for r in rows], "lrl" + "r" * (len(headers) - 3))
     sentences = list(missing)
     for n in nodes:
         sentences += _node_summary(n, multi, single_gpu)
