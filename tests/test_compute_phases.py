@@ -96,7 +96,7 @@ def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path,
     (tmp_path / "bin" / "dcgmi").unlink()
     rec = HealthPhase().run(make_ctx(tmp_path))
     (gap,) = rec.gaps
-    assert "DCGM (`dcgmi`) is not installed on here" in gap.text
+    assert "DCGM (Data Center GPU Manager, [`dcgmi`](https://docs.nvidia.com/" in gap.text and "on here" in gap.text
     assert "datacenter-gpu-manager-4-cuda13" in gap.plan  # CUDA major from the (stand-in) driver
     os_id = Path("/etc/os-release").read_text().lower()
     if "debian" in os_id or "ubuntu" in os_id:

@@ -159,9 +159,9 @@ def test_one_gpu_node(tmp_path):
 
 
 def test_dcgm_missing_and_no_gpu_are_gaps(tmp_path):
-    health = HealthRecord(status="failed", gaps=[Gap("health", "DCGM (`dcgmi`) is not installed on gpu-a, so the "
-                                                               "hardware health check did not run there.",
-                                                     "add NVIDIA's CUDA repository ...")])
+    from clustereval.phases.compute import dcgm_missing_gap
+
+    health = HealthRecord(status="failed", gaps=[dcgm_missing_gap("gpu-a", "ubuntu:24.04:debian", "13")])
     recs = {"environment": cr.environment(), "health": health, "matmul": cr.matmul([HEALTHY_2]),
             "lemon": cr.lemon([LEMON_2])}
     md = render(recs).markdown

@@ -85,6 +85,12 @@ def dcgm_install_plan(os_line: str, cuda: str) -> str:
     return f"{how}; then re-run with `clustereval run --resume RUN_DIR` (or accept the gap)"
 
 
+def dcgm_missing_gap(node: str, os_line: str, cuda: str) -> Gap:
+    return Gap(HealthPhase.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {node}, "
+                                 "so the hardware health check did not run there.",
+               dcgm_install_plan(os_line, cuda), node)
+
+
 class HealthPhase:
     name = "health"
     title = "Hardware health (dcgmi diag -r 2)"
@@ -127,9 +133,7 @@ class HealthPhase:
         nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
         if "dcgmi" not in have:
             nh.errors.append("dcgmi is not installed")
-            return nh, [Gap(self.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on "
-                                       f"{node.name}, so the hardware health check did not run there.",
-                            dcgm_install_plan(os_line, cuda), node.name)]
+            return nh, [dcgm_missing_gap(node.name, os_line, cuda)]
         ctx.progress(self.name, node.name, f"dcgmi diag -r {self.level}", 600.0)
         disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
         if not disc.ok and connection_error(disc.stdout + disc.stderr) and "nv-hostengine" in have:
