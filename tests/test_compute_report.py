@@ -69,7 +69,8 @@ def test_healthy_two_gpu_node(tmp_path):
     assert health.startswith("### Hardware health\n\n**Pass**:") and "No Fail" not in health
     assert "| `memory_bandwidth` | Pass |" in health
     perf = section(md, "GPU performance benchmarks")
-    assert "timed 256 matmul shapes" in perf
+    assert ("timed 256 matmul shapes in bfloat16: every shape briefly (at least 3 timed iterations), the 8 fastest "
+            "shapes again for at least 30 timed iterations and 50 ms, and 1 of the fastest large shapes") in perf
     assert "Two numbers vs official BF16 TFLOPS on NVIDIA H200 (989 TFLOPS):" in perf
     assert "- **MAMF** (Maximum Achievable Matmul FLOPS) — 808 TFLOPS (81.7% of spec) at 1024×4096×16384, " \
            "512 W / 1980 MHz" in perf

@@ -102,6 +102,9 @@ class SearchSummary:
     mamf: ShapeTiming | None = None
     msmf: ShapeTiming | None = None
     sustained: list[ShapeTiming] = field(default_factory=list)  # every pinned candidate, labels included
+    screen_min_iters: int = 0  # what each stage timed at least (the worker's rules, for the report)
+    confirm_min_iters: int = 0
+    confirm_min_s: float = 0.0
     burst_s: float = 0.0  # screen + refine + confirm
     sustain_s: float = 0.0
     total_s: float = 0.0

@@ -257,10 +257,14 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     loaded = "" if single_gpu else ", while every other GPU of the node ran a continuous matmul"
     text = ("Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
             "**matmul shape**, the M×N×K dimensions (an M×K matrix times a K×N matrix), so `matmul.py` searches for "
-            f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: each shape briefly, the "
-            f"{search.num_confirmed} fastest shapes again with the full timing (every matmul preceded by a cache flush), and "
-            f"{search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed for "
-            f"{mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}.")
+            f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: every shape briefly"
+            + (f" (at least {search.screen_min_iters} timed iterations)" if search.screen_min_iters else "")
+            + f", the {search.num_confirmed} fastest shapes again"
+            + (f" for at least {search.confirm_min_iters} timed iterations and {search.confirm_min_s * 1e3:.0f} ms"
+               if search.confirm_min_iters else " for longer")
+            + f", and {search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed "
+            f"for {mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}. Each timed "
+            "matmul follows an overwrite of the L2 cache and a re-randomised output matrix, and is timed alone.")
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
                  "node ran a continuous matmul.")
@@ -329,7 +333,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             if t.label == "SUSPECT":
                 sentences.append(f"The pinned shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
                                  "MSMF candidate.")
-    doc.para(" ".join(sentences))
+    if sentences:
+        doc.para(" ".join(sentences))
 
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
@@ -435,7 +440,8 @@ def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
         for g in n.gpus:
             if g.error:
                 sentences.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` is dead ({g.error}).")
-    doc.para(" ".join(sentences))
+    if sentences:
+        doc.para(" ".join(sentences))
 
 
 # -- Findings --------------------------------------------------------------------------------

@@ -488,6 +488,8 @@ def run_search(args: argparse.Namespace) -> int:
 
     runner = exhaustive if args.mode == "exhaustive" else search
     summary = runner(grid, measure, plan, tel, clock=time.monotonic)
+    summary.screen_min_iters = table[SCREEN].iters_min
+    summary.confirm_min_iters, summary.confirm_min_s = table[BURST].iters_min, table[BURST].min_s
     emit("result", mode=args.mode, gpu=gpu.index, dtype=args.dtype, summary=to_dict(summary))
     return 0
 
