@@ -205,6 +205,8 @@ class MatmulPhase:
             return rec
         rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
+        if ctx.stop.is_set():
+            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
@@ -213,7 +215,7 @@ class MatmulPhase:
                 rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
                                     NO_GPU_PLAN, inv.node.name))
         rec.saturated_sm_mhz = saturated_clock(rec)
-        if rec.gaps:
+        if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
         return rec
 
@@ -291,6 +293,9 @@ class NodePass:
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
 
     def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
+        if self.ctx.stop.is_set():
+            raise PassAborted(f"The GPU performance pass on {self.node.name} was interrupted.",
+                              "resume with `clustereval run --resume RUN_DIR`")
         found = self.guard.foreign(own_pids, own)
         if found:
             raise PassAborted(busy_text(self.node, found, what))
@@ -456,12 +461,13 @@ class LemonPhase:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(self.name, invs))
             return rec
+        rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
-        if rec.gaps:
-            rec.status = "partial"
+        if rec.gaps or ctx.stop.is_set():
+            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec
 
     def _node(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> tuple[NodeLemon, list[Gap]]:
@@ -516,6 +522,8 @@ class LemonPhase:
             try:
                 for g in list(todo):
                     if proc.wait_event(is_event("begin", gpu=g), plan.start_timeout_s) is None:
+                        if ctx.stop.is_set():
+                            todo = []
                         break
                     current = g
                     done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
@@ -548,6 +556,8 @@ class LemonPhase:
             finally:
                 proc.kill()
                 proc.save_log()
+            if ctx.stop.is_set():
+                break
             if current is None and todo and not proc.of("begin"):
                 # the worker never reached a GPU: it cannot start at all
                 for g in list(todo):

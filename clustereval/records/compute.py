@@ -189,4 +189,5 @@ class NodeLemon:
 class LemonRecord(PhaseRecord):
     size: int = 16384
     dtype: str = "bfloat16"
+    tool_rel: str = ""  # the worker's source in the raw folder (its lemon mode ran)
     nodes: list[NodeLemon] = field(default_factory=list)

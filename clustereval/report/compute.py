@@ -165,7 +165,9 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
     if ran_health:
         items.append(f"[`dcgmi diag -r 2`]({DIAG_URL}) — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
                      "and software checks, GPU memory, memory bandwidth and PCIe, on every GPU of every node.")
-    tool = f"[`matmul.py`]({view.raw_rel}/{mm.tool_rel})" if mm and mm.tool_rel else "`matmul.py`"
+    lemon = view.get("lemon")
+    tool_rel = (mm.tool_rel if mm and mm.tool_rel else "") or getattr(lemon, "tool_rel", "")
+    tool = f"[`matmul.py`]({view.raw_rel}/{tool_rel})" if tool_rel else "`matmul.py`"
     if ran_mm:
         items.append(f"{tool} — our matmul worker: times many **matmul shapes** (M×N×K) on GPU0 to find the fastest, "
                      "then measures the sustainable winner on every other GPU, each while all the others run a "
