@@ -60,10 +60,10 @@ def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warni
         msmf = timing(MSMF_SHAPE, passes[0][gpus[0]])
         sustained = [msmf]
         if suspect:
-            sustained.insert(0, timing((4096, 4096, 16384), 790.0, power=612.0, clock=1980.0, label="SUSPECT",
+            sustained.insert(0, timing((4096, 4096, 16384), 790.0, "hot", power=612.0, clock=1980.0, label="SUSPECT",
                                        why="held 612 W against the 700 W limit (below 95% of it)"))
-        search = SearchSummary(shapes_tried=256, num_screened=256, num_confirmed=8, num_sustained=len(sustained),
-                               screen_min_iters=3, confirm_min_iters=30, confirm_min_s=0.05,
+        search = SearchSummary(shapes_tried=256, num_screened=256, num_confirmed=8, num_hot=6, num_sustained=1,
+                               screen_min_iters=3, confirm_min_iters=30, confirm_min_s=0.05, burst_duty=0.5, hot_s=1.0,
                                mamf=mamf, msmf=msmf, sustained=sustained)
         rec_gpus = []
         for g in gpus:

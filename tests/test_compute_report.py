@@ -70,7 +70,9 @@ def test_healthy_two_gpu_node(tmp_path):
     assert "| `memory_bandwidth` | Pass |" in health
     perf = section(md, "GPU performance benchmarks")
     assert ("timed 256 matmul shapes in bfloat16: every shape briefly (at least 3 timed iterations), the 8 fastest "
-            "shapes again for at least 30 timed iterations and 50 ms, and 1 of the fastest large shapes") in perf
+            "shapes again for at least 30 timed iterations and 50 ms, the 6 fastest large shapes held at full power one "
+            "after another for 1 s each, and the best of them pinned for 1.5 s and then timed for 3 s") in perf
+    assert "(50% duty), so the board stays under its power limit and the clock at boost" in perf
     assert "Two numbers vs official BF16 TFLOPS on NVIDIA H200 (989 TFLOPS):" in perf
     assert "- **MAMF** (Maximum Achievable Matmul FLOPS) — 808 TFLOPS (81.7% of spec) at 1024×4096×16384, " \
            "512 W / 1980 MHz" in perf
@@ -107,7 +109,7 @@ def test_slow_gpu_confirmed_in_three_passes_and_a_dip_that_did_not_repeat(tmp_pa
             "TFLOPS, 4.0–6.5% below.") in perf
     assert ("`blah-176(node0):gpu3` was 2.2% below the node median in the first pass; the dip did not repeat: "
             "MSMF 718 / 763 / 745 TFLOPS in three passes.") in perf
-    assert "The pinned shape 4096×4096×16384 held 612 W against the 700 W limit" in perf and "SUSPECT" in perf
+    assert "The held shape 4096×4096×16384 held 612 W against the 700 W limit" in perf and "SUSPECT" in perf
     assert "saw idle siblings" in perf
     lemon = section(md, "Find underperforming GPUs")
     assert "**TLDR:** under-performing: `blah-176(node0):gpu2`" in lemon

@@ -264,9 +264,14 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             + f", the {search.num_confirmed} fastest shapes again"
             + (f" for at least {search.confirm_min_iters} timed iterations and {search.confirm_min_s * 1e3:.0f} ms"
                if search.confirm_min_iters else " for longer")
-            + f", and {search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed "
-            f"for {mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}. Each timed "
-            "matmul follows an overwrite of the L2 cache and a re-randomised output matrix, and is timed alone.")
+            + (f", the {search.num_hot} fastest large shapes held at full power one after another for "
+               f"{search.hot_s:g} s each" if search.num_hot and search.hot_s else "")
+            + f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
+            f"enough for the board to reach its power limit{loaded}. Each timed matmul follows an overwrite of the "
+            "L2 cache and a re-randomised output matrix, and is timed alone."
+            + (f" In the brief and the full timings the GPU idles after every matmul for as long as it computed "
+               f"({search.burst_duty:.0%} duty), so the board stays under its power limit and the clock at boost; "
+               "the held and pinned shapes run back to back at the power limit." if search.burst_duty < 1 else ""))
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
                  "node ran a continuous matmul.")
@@ -333,7 +338,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         sentences += [w + "." for w in n.warnings]
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":
-                sentences.append(f"The pinned shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
+                held = "held" if t.stage == "hot" else "pinned"
+                sentences.append(f"The {held} shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
                                  "MSMF candidate.")
     if sentences:
         doc.para(" ".join(sentences))
