@@ -13,17 +13,14 @@ from pathlib import Path
 from rich.console import Console
 
 from clustereval.config import Config
-from clustereval.errors import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ClusterEvalError,
-    UsageError,
-)
+from clustereval.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from clustereval.phases.base import PROFILES, RunContext
+from clustereval.phases.scratch import Scratch, scratch_for
+from clustereval.records.scratch import ScratchMove
+from clustereval.report.cleanup import cleanup_lines
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
+from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of
 
 
@@ -66,7 +63,16 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False) -> int:
     phases = _select_phases(phase_list)
     transport = make_transport(config)
-    nodes = nodes_of(config)
+    try:
+        return _run_with(transport, config, phases, profile=profile, resume_dir=resume_dir,
+                         reports_dir=reports_dir, console=console, out=out, debug=debug)
+    finally:
+        transport.close()  # gives back a Slurm allocation this run asked for, also on Ctrl-C or an error
+
+
+def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
+              reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
+    nodes = nodes_of(config, transport)
     if resume_dir:
         store = RunStore.open(resume_dir)
         state = store.load_state()
@@ -87,8 +93,13 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
             show_preflight(ctx.records["preflight"], out)
 
     with _Interrupts(ctx.stop, console):
-        outcome = execute(ctx, phases, on_phase=on_phase)
-    rendered = render(store, config.access, prof.shortenings)
+        try:
+            outcome = execute(ctx, phases, on_phase=on_phase)
+        finally:
+            # success, failure, Ctrl-C or a lost node: the scratch goes to trash before anything else
+            for line in cleanup_lines(clear_scratch(ctx), str(store.raw_dir)):
+                out.print(line, markup=False)
+    rendered = render(store, config.access, prof.shortenings, config.targets.storage)
     moved = store.write_report(rendered.markdown)
     store.write_raw("report.md.copy", rendered.markdown)
     out.print(f"report: {store.report_path}", markup=False)
@@ -101,6 +112,38 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
         pre = ctx.records.get("preflight")
         return EXIT_USAGE if pre is not None and pre.missing else EXIT_FAILED
     return EXIT_OK
+
+
+def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
+    """Move every scratch folder the run created to trash (node-local /tmp ones are deleted).
+
+    Ctrl-C is ignored for the few seconds this takes: an interrupted cleanup is the one thing
+    that would leave other people's filesystems fuller than the eval found them."""
+    scratch = scratch_for(ctx)
+    if not scratch.areas():
+        return []
+    in_main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+    try:
+        return scratch.cleanup(ctx.nodes)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, old or signal.SIG_DFL)
+
+
+def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console) -> int:
+    """``clustereval cleanup RUN_DIR``: move whatever scratch the run left (it recorded every folder)."""
+    store = RunStore.open(run_dir)
+    scratch = Scratch(config, make_transport(config), store)
+    if not scratch.areas():
+        out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
+        return EXIT_OK
+    moves = scratch.cleanup(nodes_of(config))
+    for line in cleanup_lines(moves, str(store.raw_dir)):
+        out.print(line, markup=False)
+    if all(m.action == "absent" for m in moves):
+        out.print("every scratch folder of this run is already cleared", markup=False)
+    return EXIT_FAILED if any(m.action == "failed" for m in moves) else EXIT_OK
 
 
 # ---- preflight ------------------------------------------------------------------------------------
@@ -149,30 +192,29 @@ def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightR
 
 def preflight_only(config: Config, *, console: Console, out: Console) -> int:
     """`clustereval preflight`: the gate alone. Writes nothing under reports/; what it ships to the
-    nodes (the package copy for the gloo check) is removed again."""
+    nodes (the package copy for the gloo check) is cleared again."""
+    transport = make_transport(config)
+    try:
+        return _preflight_with(transport, config, console=console, out=out)
+    finally:
+        transport.close()
+
+
+def _preflight_with(transport: Transport, config: Config, *, console: Console, out: Console) -> int:
     import tempfile
 
     from clustereval.phases.preflight import PreflightPhase
-    from clustereval.phases.remote import node_scratch
 
-    transport = make_transport(config)
-    nodes = nodes_of(config)
+    nodes = nodes_of(config, transport)
     with tempfile.TemporaryDirectory(prefix="clustereval-preflight-") as tmp:
         store = RunStore.create(Path(tmp), config.name)
         store.save_state(RunState(name=config.name, stamp=utc_stamp(), profile="standard"))
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console))
-        record = PreflightPhase().run(ctx)
-        shipped = ctx.records.get("_shipped", {})
-        if shipped and transport.method != "local":
-            scratch = node_scratch(ctx)
-            for node in nodes:
-                if node.name in shipped:
-                    try:  # our own package copy only; the run folder on the node is left if anything else is in it
-                        transport.run(node, ["sh", "-c", 'rm -rf -- "$1/pkg" && rmdir -- "$1" 2>/dev/null; true',
-                                             "sh", scratch], timeout_s=30)
-                    except ClusterEvalError:
-                        pass
+        try:
+            record = PreflightPhase().run(ctx)
+        finally:
+            clear_scratch(ctx)  # the package copy shipped for the gloo check
     show_preflight(record, out)
     if record.passed:
         out.print(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready", markup=False)
@@ -202,7 +244,8 @@ def stored_config_path(run_dir: Path) -> str | None:
     return RunStore.open(run_dir).load_state().config_path or None
 
 
-def rerender(run_dir: Path, *, console: Console, out: Console) -> int:
+def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | None = None) -> int:
+    """``config``: the cluster.toml as it is now, so targets added since the run judge its figures."""
     store = RunStore.open(run_dir)
     state = store.load_state()
     access = ""
@@ -210,7 +253,7 @@ def rerender(run_dir: Path, *, console: Console, out: Console) -> int:
     if pre:
         access = pre.get("access", "")
     prof = PROFILES.get(state.profile, PROFILES["standard"])
-    rendered = render(store, access, prof.shortenings)
+    rendered = render(store, access, prof.shortenings, config.targets.storage if config else None)
     moved = store.write_report(rendered.markdown)
     out.print(f"report: {store.report_path}", markup=False)
     if moved:

@@ -102,11 +102,27 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True))
-def report(run_dir: str) -> None:
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
+def report(run_dir: str, config_path: str | None) -> None:
     """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
-    from clustereval.app import rerender
+    from clustereval.app import rerender, stored_config_path
 
-    sys.exit(rerender(Path(run_dir), console=console, out=out))
+    config_path = config_path or stored_config_path(Path(run_dir))
+    config = load_config_or_default(config_path) if config_path and Path(config_path).exists() else None
+    sys.exit(rerender(Path(run_dir), console=console, out=out, config=config))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml to reach the nodes (default: the one the run used).")
+def cleanup(run_dir: str, config_path: str | None) -> None:
+    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
+    from clustereval.app import cleanup_run, stored_config_path
+
+    config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
+    sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
 
 
 @cli.command()
@@ -179,6 +195,9 @@ def preflight(config_path: str | None) -> None:
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
+    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         cli(standalone_mode=True)
     except SystemExit:

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field
 
 ACCESS_METHODS = ("local", "ssh", "slurm", "kubectl")
-IMPLEMENTED_ACCESS = ("local", "ssh")
+IMPLEMENTED_ACCESS = ("local", "ssh", "slurm")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,27 @@ class SshConfig:
     options: tuple[str, ...] = ()  # extra "-o Key=Value" options, e.g. ProxyJump=bastion
     connect_timeout_s: int = 5  # an unreachable node fails within this many seconds
     config_file: str | None = None  # ssh -F FILE instead of ~/.ssh/config
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """``[slurm]``: run inside a Slurm allocation, every command through ``srun``.
+
+    With ``job_id`` unset and ``SLURM_JOB_ID`` in the environment (under ``salloc``), that
+    allocation is used and left running. Otherwise one is requested with ``salloc --no-shell``
+    from the settings below and cancelled (``scancel``) when the run ends, also on Ctrl-C or an
+    error. Node identities come from ``scontrol show hostnames``, addresses from the nodes.
+    """
+
+    job_id: str | None = None  # use this allocation; None: $SLURM_JOB_ID, else request one
+    partition: str | None = None  # salloc --partition; None: the cluster's default partition
+    nodes: int | None = None  # salloc --nodes (node count); required when requesting an allocation
+    gpus_per_node: int | None = None  # salloc --gpus-per-node; None: no GPU request (a GRES-free cluster)
+    time_limit: str = "02:00:00"  # salloc --time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS
+    account: str | None = None  # salloc --account
+    salloc_args: tuple[str, ...] = ()  # extra salloc arguments, e.g. ["--qos=high", "--exclusive"]
+    srun_args: tuple[str, ...] = ()  # extra arguments for every srun, e.g. ["--mpi=none"]
+    wait_s: int = 300  # how long a pending allocation may wait for resources before the run gives up
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,7 @@ class Config:
     hostfile: str | None = None  # path of the hostfile (required with >= 2 nodes)
     hosts: tuple[HostEntry, ...] = ()  # parsed hostfile data lines, in order
     ssh: SshConfig = field(default_factory=SshConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
     gpus_per_node: int | None = None  # None: detect with nvidia-smi -L
     local_scratch: str = "/tmp"  # local disk path fio scans
     shared_paths: tuple[str, ...] = ()  # shared-FS paths (scanned, grouped by type and size)
@@ -100,6 +122,55 @@ def default_local_config() -> Config:
     """No cluster.toml: evaluate this machine as a 1-node cluster over local exec."""
     host = socket.gethostname().split(".")[0] or "localhost"
     return Config(name=host, access="local", nodes=(host,))
+
+
+_SLURM_TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)"
+
+
+def slurm_config_from_table(table: dict) -> tuple[SlurmConfig, list[tuple[str, str, str]]]:
+    """The ``[slurm]`` table -> ``SlurmConfig`` plus every problem as (key, message, hint).
+
+    The cluster.toml loader turns each problem into a ``Problem`` with the key's file:line."""
+    import re
+    from dataclasses import fields as dc_fields
+
+    problems: list[tuple[str, str, str]] = []
+    known = {f.name for f in dc_fields(SlurmConfig)}
+    values: dict = {}
+    for key, value in table.items():
+        if key not in known:
+            problems.append((key, f"unknown key `{key}` in [slurm]", f"known keys: {', '.join(sorted(known))}"))
+            continue
+        if key in ("nodes", "gpus_per_node", "wait_s"):
+            low = 0 if key == "gpus_per_node" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                problems.append((key, f"[slurm] {key} must be an integer >= {low}, not {value!r}",
+                                 "e.g. nodes = 2" if key == "nodes" else ""))
+                continue
+        elif key in ("salloc_args", "srun_args"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                problems.append((key, f"[slurm] {key} must be a list of strings",
+                                 f'e.g. {key} = ["--qos=high"]'))
+                continue
+            value = tuple(value)
+        elif key == "job_id":
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+                problems.append((key, f"[slurm] job_id must be a Slurm job id (digits), not {value!r}",
+                                 "see `squeue --me` for your allocations"))
+                continue
+            value = str(value).strip()
+        elif key == "time_limit":
+            text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+            if not re.fullmatch(_SLURM_TIME, text):
+                problems.append((key, f"[slurm] time_limit {value!r} is not a Slurm time",
+                                 'use minutes, "MM:SS", "HH:MM:SS" or "D-HH:MM:SS", e.g. time_limit = "02:00:00"'))
+                continue
+            value = text
+        elif not isinstance(value, str) or not value.strip():
+            problems.append((key, f"[slurm] {key} must be a non-empty string, not {value!r}", ""))
+            continue
+        values[key] = value
+    return SlurmConfig(**values), problems
 
 
 def load_config(path):  # noqa: ANN001, ANN201 - re-exported; see configload.load_config

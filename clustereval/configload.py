@@ -22,6 +22,7 @@ from clustereval.config import (
     StorageTarget,
     Targets,
     _user,
+    slurm_config_from_table,
 )
 from clustereval.errors import ConfigError, Problem
 from clustereval.tomllines import TomlLines
@@ -35,7 +36,7 @@ STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-r
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
             "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
-            "reports_dir", "ssh", "nccl_env", "targets")
+            "reports_dir", "ssh", "slurm", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
@@ -52,8 +53,6 @@ _SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=|\s+)\S.*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 _ACCESS_LATER = {
-    "slurm": "use access = \"ssh\" with the allocation's nodes (scontrol show hostnames, plus a hostfile of their "
-             "IPs), or run clustereval on one node with access = \"local\"",
     "kubectl": "use access = \"ssh\" to the pods' sshd (port in [ssh]) with a hostfile of pod IPs, or run "
                "clustereval inside one pod with access = \"local\"",
 }
@@ -237,7 +236,7 @@ class _Loader:
                 access = None
             else:
                 self.problem(("access",), f"unknown access method {access!r}",
-                             f"choose one of: {', '.join(IMPLEMENTED_ACCESS)} (slurm and kubectl are planned)")
+                             f"choose one of: {', '.join(IMPLEMENTED_ACCESS)} (kubectl is planned)")
                 access = None
 
         hosts = self._hostfile(data, base_dir)
@@ -247,7 +246,7 @@ class _Loader:
             if access == "local" and len(nodes) > 1:
                 self.problem(("nodes",), f"access = \"local\" runs on this machine only, but nodes lists {len(nodes)}",
                              "set access = \"ssh\" (with a hostfile) to evaluate several nodes")
-            if len(nodes) >= 2 and "hostfile" not in data:
+            if len(nodes) >= 2 and "hostfile" not in data and access != "slurm":
                 self.problem(("nodes",), f"{len(nodes)} nodes but no hostfile",
                              "write the peer IPs one per line (10.0.0.1 or 10.0.0.1 slots=8) and set "
                              "hostfile = \"hostfile\"; rendezvous and inter-node SSH need them")
@@ -324,6 +323,16 @@ class _Loader:
             else:
                 self.problem(("reports_dir",), "reports_dir must be a directory path")
 
+        slurm_table = self.get(data, "slurm", dict, what="a table ([slurm])")
+        if slurm_table is not None:
+            slurm, slurm_problems = slurm_config_from_table(slurm_table)
+            for key, message, hint in slurm_problems:
+                self.problem(("slurm", key), message, hint)
+            kw["slurm"] = slurm
+            self.given += [f"slurm.{k}" for k in slurm_table]
+        elif access == "slurm":
+            kw["slurm"] = slurm_config_from_table({})[0]
+
         ssh = self._ssh(data, base_dir)
         if ssh is not None:
             kw["ssh"] = ssh
@@ -339,7 +348,7 @@ class _Loader:
 
         if self.problems:
             return None
-        if "nodes" not in kw:  # access = "local" with no node list: this machine
+        if "nodes" not in kw and kw.get("access", "local") == "local":  # no node list: this machine
             import socket
 
             kw["nodes"] = (socket.gethostname().split(".")[0] or "localhost",)
@@ -349,7 +358,7 @@ class _Loader:
     def _nodes(self, data: dict, hosts: list[HostEntry] | None) -> list[str] | None:
         items = self.string_list(data, "nodes")
         if items is None:
-            if "nodes" not in data and data.get("access", "local") != "local":
+            if "nodes" not in data and data.get("access", "local") not in ("local", "slurm"):
                 example = ", ".join(f'"{h.address}"' for h in hosts[:4]) if hosts else '"gpu-a", "gpu-b"'
                 self.problem(("access",), "nodes is missing: every node identity is needed",
                              f"list them in hostfile order: nodes = [{example}] (host names, pod names or IPs)")

@@ -24,6 +24,7 @@ PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
+    "storage": "clustereval.phases.storage:StoragePhase",
 }
 
 
@@ -56,10 +57,10 @@ def load_records(store: RunStore) -> dict[str, Any]:
 
 
 def view_of(store: RunStore, state: RunState, access: str, records: dict[str, Any],
-            shortenings: tuple[str, ...] = ()) -> RunView:
+            shortenings: tuple[str, ...] = (), targets: Any = None) -> RunView:
     return RunView(name=state.name, stamp=state.stamp, raw_rel=store.raw_rel, access=access,
                    records=records, profile=state.profile, shortenings=shortenings,
-                   interrupted=state.interrupted)
+                   interrupted=state.interrupted, targets=targets)
 
 
 def run_phase(phase: Phase, ctx: RunContext) -> Any:
@@ -140,6 +141,8 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
     return outcome
 
 
-def render(store: RunStore, access: str, shortenings: tuple[str, ...] = ()) -> Rendered:
+def render(store: RunStore, access: str, shortenings: tuple[str, ...] = (), targets: Any = None) -> Rendered:
+    """``targets``: the storage targets of the config as it is now (None: those recorded with the scan),
+    so adding targets to cluster.toml and re-rendering judges the stored measurements against them."""
     state = store.load_state()
-    return render_report(view_of(store, state, access, load_records(store), shortenings))
+    return render_report(view_of(store, state, access, load_records(store), shortenings, targets))

@@ -40,8 +40,10 @@ def has_gpu() -> bool:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {"netns_cluster", "cluster3"} & set(getattr(item, "fixturenames", ())):
+        if {"netns_cluster", "cluster3", "slurm_cluster"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
     if has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
@@ -94,3 +96,33 @@ def netns_cluster():
 def cluster3(netns_cluster):
     """A fresh 3-node ``NetnsCluster`` (see ``netns_cluster``)."""
     return netns_cluster(3)
+
+
+@pytest.fixture
+def slurm_cluster(netns_cluster, monkeypatch):
+    """A real Slurm cluster over a fresh 3-node ``NetnsCluster`` (see ``tests/slurmbed.py``).
+
+    slurmctld and munged run here, one slurmd inside each node's namespace; ``SLURM_CONF`` is set
+    for the test (and for ``run_cli``, which inherits the environment), ``SLURM_JOB_ID`` cleared.
+    Stopped after the test with every job cancelled and every leftover process killed. Skips
+    (with the reason) when Slurm is not installed or the test bed cannot be built.
+    """
+    from tests.slurmbed import SlurmCluster, slurm_unavailable_reason
+    from tests.testbed import TestbedUnavailable
+
+    reason = slurm_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    netns = netns_cluster(3)
+    try:
+        cluster = SlurmCluster.create(netns)
+    except TestbedUnavailable as exc:
+        pytest.skip(f"the local Slurm cluster did not start: {exc}")
+    for key, value in cluster.env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_NODELIST", "SLURM_JOB_NODELIST"):
+        monkeypatch.delenv(key, raising=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -113,7 +113,7 @@ def test_bad_port_unknown_access_and_more_at_once(tmp_path):
         colour = "blue"
         """)
     msgs = problems(path)
-    assert msgs[0].startswith(f"{path}:1: unknown access method 'pdsh'") and "local, ssh" in msgs[0]
+    assert msgs[0].startswith(f"{path}:1: unknown access method 'pdsh'") and "local, ssh, slurm" in msgs[0]
     assert msgs[1].startswith(f"{path}:3: rdzv_port must be a TCP port number, not the string '29500'")
     assert msgs[2].startswith(f"{path}:6: port = 70000 is not a TCP port")
     assert msgs[3].startswith(f"{path}:7: connect_timeout_s must be positive")
@@ -121,7 +121,7 @@ def test_bad_port_unknown_access_and_more_at_once(tmp_path):
     assert len(msgs) == 5
 
 
-@pytest.mark.parametrize("method", ["slurm", "kubectl"])
+@pytest.mark.parametrize("method", ["kubectl"])
 def test_planned_access_methods_say_what_to_use(tmp_path, method):
     (msg,) = problems(write(tmp_path, f'access = "{method}"\nnodes = ["a"]\n'))
     assert f"access method '{method}' is not available yet" in msg and 'access = "ssh"' in msg
@@ -268,3 +268,28 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     cfg = load_config(path)
     assert cfg.nccl_env == (("NCCL_IB_HCA", "mlx5"),) and cfg.targets.gpu_bf16_tflops == 989.0
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
+
+
+def test_slurm_table_loads_and_its_problems_have_lines(tmp_path):
+    cfg = load_config(write(tmp_path, 'access = "slurm"\n\n[slurm]\npartition = "gpu"\nnodes = 2\n'))
+    assert cfg.access == "slurm" and cfg.slurm.partition == "gpu" and cfg.slurm.nodes == 2 and cfg.nodes == ()
+    path = write(tmp_path, 'access = "slurm"\n\n[slurm]\nnodes = 0\ntime_limit = "soon"\n')
+    msgs = problems(path)
+    assert msgs[0].startswith(f"{path}:4: [slurm] nodes must be an integer >= 1")
+    assert msgs[1].startswith(f"{path}:5: [slurm] time_limit 'soon' is not a Slurm time")
+
+
+def test_readme_sample_config_loads(tmp_path):
+    import re
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    toml = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    hostfile = re.search(r"```text\n(# the first line.*?)```", readme, re.S).group(1)
+    key = tmp_path / "id_ed25519"
+    key.write_text("key\n")
+    path = write(tmp_path, toml.replace("~/.ssh/id_ed25519", str(key)), hostfile=hostfile)
+    cfg = load_config(path)
+    assert cfg.nodes == ("gpu-a", "gpu-b") and [h.address for h in cfg.hosts] == ["10.0.0.1", "10.0.0.2"]
+    assert cfg.gpus_per_node == 8 and cfg.ssh.port == 7878 and cfg.targets.nvlink_uni_gb_s == 450

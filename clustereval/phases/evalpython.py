@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import re
 
+from clustereval.errors import ScratchError
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import node_scratch
+from clustereval.phases.scratch import scratch_for
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
 from clustereval.transport.base import Node, run_parallel
@@ -114,8 +116,7 @@ class EvalPythonPhase:
     # -- the isolated venv -----------------------------------------------------------------
     def _venv_dir(self, ctx: RunContext) -> tuple[str, bool]:
         if ctx.config.shared_paths:
-            root = ctx.config.scratch_root or f"{ctx.config.shared_paths[0].rstrip('/')}/{ctx.config.scratch_user}"
-            return f"{root}/cluster-eval-{ctx.store.run_id}/venv", True
+            return f"{scratch_for(ctx).path_for(ctx.config.shared_paths[0])}/venv", True
         return f"{node_scratch(ctx)}/venv", False
 
     def _build_venv(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
@@ -143,7 +144,14 @@ class EvalPythonPhase:
             self._fallback(ctx, rec)
             return
         pkgs = [f"torch=={rec.newest_on_index}", *EXTRA_PACKAGES]
+        mount = ctx.config.shared_paths[0] if shared else ctx.config.local_scratch
         for node in builders:
+            try:
+                scratch_for(ctx).ensure(node, mount)  # recorded, so the run's end moves it to trash
+            except ScratchError as exc:
+                rec.tried.append(f"venv on {node.name}: {exc.message}")
+                self._fallback(ctx, rec)
+                return
             made = ctx.transport.run(node, ["python3", "-m", "venv", venv], timeout_s=300)
             if not made.ok:
                 rec.tried.append(f"venv on {node.name}: " + _last(made.stderr))

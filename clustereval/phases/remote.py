@@ -12,15 +12,15 @@ from pathlib import Path
 
 import clustereval
 from clustereval.phases.base import RunContext
+from clustereval.phases.scratch import scratch_for
 from clustereval.transport.base import Node
 
 PACKAGE_DIR = Path(clustereval.__file__).resolve().parent
 
 
 def node_scratch(ctx: RunContext) -> str:
-    """The run's folder on the node-local disk (evaporates with /tmp; cleanup removes it)."""
-    root = ctx.config.scratch_root or f"{ctx.config.local_scratch.rstrip('/')}/{ctx.config.scratch_user}"
-    return f"{root}/cluster-eval-{ctx.store.run_id}"
+    """The run's folder on the node-local disk (``phases/scratch.py``: recorded, cleared at the end)."""
+    return scratch_for(ctx).path_for(ctx.config.local_scratch)
 
 
 def ensure_package(ctx: RunContext, node: Node) -> str:
@@ -30,7 +30,8 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
     cache = ctx.records.setdefault("_shipped", {})
     if node.name in cache:
         return cache[node.name]
-    remote = f"{node_scratch(ctx)}/pkg"
+    area = scratch_for(ctx).ensure(node, ctx.config.local_scratch)
+    remote = f"{area.path}/pkg"
     ctx.transport.run(node, ["mkdir", "-p", remote], timeout_s=30)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "clustereval"

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
+from clustereval.records.storage import StorageRecord
 
 # phase name -> record class. A phase module's record class lives in records/<area>.py.
 RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
+    "storage": StorageRecord,
 }
 
 

@@ -34,6 +34,7 @@ class RunView:
     profile: str = "standard"
     shortenings: tuple[str, ...] = ()
     interrupted: bool = False
+    targets: Any = None  # storage targets (config.StorageTarget list) read at render time; None: the record's
 
     def get(self, phase: str) -> Any:
         return self.records.get(phase)

@@ -15,8 +15,9 @@ def header(view: RunView, doc: Document) -> None:
 
 def _order() -> list[SectionFn]:
     from clustereval.report.environment import render_environment
+    from clustereval.report.storage import render_storage
 
-    return [render_environment]
+    return [render_environment, render_storage]
 
 
 ORDER: list[SectionFn] = _order()

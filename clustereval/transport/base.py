@@ -114,5 +114,9 @@ class Transport(abc.ABC):
             return self.run(node, args, timeout_s=timeout_s, env=env, cwd=cwd)
         return run_parallel(nodes, one, self.fanout)
 
+    def close(self) -> None:
+        """Give back what the transport holds (a Slurm allocation it asked for); idempotent."""
+        return None
+
     def describe(self) -> str:
         return self.method

@@ -8,8 +8,19 @@ from clustereval.transport.base import Node, Transport
 from clustereval.transport.local import LocalTransport
 
 
-def nodes_of(config: Config) -> list[Node]:
-    """Nodes in hostfile order (node<N> is this index); addresses from the hostfile when given."""
+def nodes_of(config: Config, transport: Transport | None = None) -> list[Node]:
+    """Nodes in hostfile order (node<N> is this index); addresses from the hostfile when given.
+
+    With access = "slurm" the nodes are the allocation's (``transport`` is the one
+    ``make_transport`` returned): Slurm's order, or cluster.toml ``nodes`` when listed, with the
+    address each node reports for itself."""
+    if config.access == "slurm":
+        inner = getattr(transport, "inner", transport)  # a RetryingTransport wraps the real one
+        nodes = getattr(inner, "nodes", None)
+        if nodes is None:
+            raise UsageError("access = \"slurm\": the node list comes from the allocation, so it needs the "
+                             "Slurm transport", "call nodes_of(config, make_transport(config))")
+        return nodes(config.nodes)
     if config.hosts:
         names = list(config.nodes) if len(config.nodes) == len(config.hosts) else [h.address for h in config.hosts]
         return [Node(name=n, address=h.address, index=i, slots=h.slots)
@@ -24,5 +35,9 @@ def make_transport(config: Config) -> Transport:
         from clustereval.transport.ssh import SshTransport
 
         return SshTransport(config.ssh)
+    if config.access == "slurm":
+        from clustereval.transport.slurm import SlurmTransport
+
+        return SlurmTransport(config.slurm, job_name=f"clustereval-{config.name}")
     raise UsageError(f"access method {config.access!r} is not available in this version",
-                     "use access = \"local\" or \"ssh\" in cluster.toml")
+                     "use access = \"local\", \"ssh\" or \"slurm\" in cluster.toml")

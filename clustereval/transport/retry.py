@@ -70,5 +70,8 @@ class RetryingTransport(Transport):
               cwd: str | None = None) -> subprocess.Popen:
         return self.inner.popen(node, argv, env=env, cwd=cwd)
 
+    def close(self) -> None:
+        self.inner.close()
+
     def describe(self) -> str:
         return self.inner.describe()

@@ -1,0 +1,219 @@
+"""Parsers for what the storage phase reads on a node: ``df`` for the scanned paths, and the
+layout tools of parallel filesystems (Lustre ``lfs``, GPFS ``mmlsfs`` / ``mmlsdisk``, BeeGFS
+``beegfs-ctl --getentryinfo``, NFS ``nfsstat -m``). Pure: text in, values out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# argv of the df the phase runs (paths appended)
+DF_ARGV = ["df", "--block-size=1", "--output=source,fstype,size,avail,target", "--"]
+
+NETWORK_FSTYPES = {"lustre", "gpfs", "beegfs", "nfs", "nfs4", "cifs", "smb3", "virtiofs", "fuse.glusterfs",
+                   "glusterfs", "cephfs", "ceph", "fuse.ceph", "wekafs", "fuse.weka", "9p", "fuse.juicefs",
+                   "fuse.s3fs", "fuse.gcsfuse", "panfs", "fuse.sshfs", "sshfs", "fuse.mountpoint-s3"}
+
+@dataclass
+class DfRow:
+    source: str
+    fstype: str
+    size_bytes: int
+    avail_bytes: int
+    target: str  # mount point
+
+
+def parse_df(text: str) -> list[DfRow]:
+    """Rows of ``df --block-size=1 --output=source,fstype,size,avail,target``."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split(None, 4)
+        if len(parts) < 5 or not parts[2].isdigit():
+            continue  # the header or a line df could not fill
+        rows.append(DfRow(parts[0], parts[1], int(parts[2]), int(parts[3]) if parts[3].isdigit() else 0,
+                          parts[4].strip()))
+    return rows
+
+
+def is_network(fstype: str) -> bool:
+    return fstype.lower() in NETWORK_FSTYPES
+
+
+# ---- human sizes in tool output -------------------------------------------------------------
+
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50, "E": 2**60}
+
+
+def parse_size(text: str) -> int | None:
+    """``512K``, ``1.1T``, ``4194304`` -> bytes (binary units, as these tools print them)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTPE]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+# ---- Lustre ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LustreDf:
+    num_osts: int
+    num_mdts: int
+    ost_sizes: list[str]  # as lfs df -h prints them
+    total: str = ""  # filesystem_summary size
+
+
+def parse_lfs_df(text: str) -> LustreDf:
+    osts, mdts, sizes, total = 0, 0, [], ""
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if re.search(r"-OST[0-9a-fA-F]+_UUID$", parts[0]):
+            osts += 1
+            if len(parts) > 1:
+                sizes.append(parts[1])
+        elif re.search(r"-MDT[0-9a-fA-F]+_UUID$", parts[0]):
+            mdts += 1
+        elif parts[0] == "filesystem_summary:" and len(parts) > 1:
+            total = parts[1]
+    return LustreDf(osts, mdts, sizes, total)
+
+
+@dataclass
+class StripeComponent:
+    stripe_count: int
+    stripe_size_bytes: int
+    extent_end: str = ""  # PFL component end ("EOF" for the last); "" for a plain layout
+
+
+def parse_lfs_getstripe(text: str) -> list[StripeComponent]:
+    """Default layout of a directory; one component, or one per PFL component."""
+    comps: list[StripeComponent] = []
+    end = ""
+    for line in text.splitlines():
+        m_end = re.search(r"lcme_extent\.e_end:\s*(\S+)", line)
+        if m_end:
+            end = m_end.group(1)
+        m = re.search(r"stripe_count:\s*(-?\d+)\s+stripe_size:\s*(\d+)", line)
+        if m:
+            comps.append(StripeComponent(int(m.group(1)), int(m.group(2)), end))
+            end = ""
+    if not comps:  # lfs prints each field on its own line with --raw or -v
+        count = re.search(r"lmm_stripe_count:\s*(-?\d+)", text)
+        size = re.search(r"lmm_stripe_size:\s*(\d+)", text)
+        if count and size:
+            comps.append(StripeComponent(int(count.group(1)), int(size.group(1))))
+    return comps
+
+
+# ---- GPFS / Storage Scale -------------------------------------------------------------------
+
+
+def parse_mmlsfs(text: str) -> dict[str, str]:
+    """Flag -> value from ``mmlsfs <device>`` (``-B`` is the block size)."""
+    flags: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(-\S+)\s+(\S+)", line)
+        if m and not line.lstrip().startswith("---"):
+            flags.setdefault(m.group(1), m.group(2))
+    return flags
+
+
+@dataclass
+class GpfsDisks:
+    num_disks: int
+    num_data_disks: int
+    num_up: int
+
+
+def parse_mmlsdisk(text: str) -> GpfsDisks:
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("---")), None)
+    disks = data = up = 0
+    if start is None:
+        return GpfsDisks(0, 0, 0)
+    for line in lines[start + 1:]:
+        parts = line.split()
+        if len(parts) < 8:
+            continue
+        disks += 1
+        if parts[5].lower() == "yes":
+            data += 1
+        if parts[7].lower() == "up":
+            up += 1
+    return GpfsDisks(disks, data, up)
+
+
+# ---- BeeGFS ---------------------------------------------------------------------------------
+
+
+@dataclass
+class BeegfsEntry:
+    pattern: str = ""
+    chunk_size: str = ""
+    num_targets: int | None = None
+    storage_pool: str = ""
+
+
+def parse_beegfs_entryinfo(text: str) -> BeegfsEntry:
+    entry = BeegfsEntry()
+    m = re.search(r"\+\s*Type:\s*(\S+)", text)
+    entry.pattern = m.group(1) if m else ""
+    m = re.search(r"\+\s*Chunksize:\s*(\S+)", text)
+    entry.chunk_size = m.group(1) if m else ""
+    m = re.search(r"Number of storage targets:\s*(?:desired:\s*)?(\d+)", text)
+    entry.num_targets = int(m.group(1)) if m else None
+    m = re.search(r"\+\s*Storage Pool:\s*(.+)", text)
+    entry.storage_pool = m.group(1).strip() if m else ""
+    return entry
+
+
+# ---- NFS ------------------------------------------------------------------------------------
+
+NFS_THROUGHPUT_OPTIONS = ("vers", "proto", "rsize", "wsize", "nconnect")
+
+
+@dataclass
+class NfsMount:
+    mount: str
+    server: str
+    flags: dict[str, str]
+
+
+def parse_nfsstat_m(text: str) -> list[NfsMount]:
+    mounts: list[NfsMount] = []
+    for line in text.splitlines():
+        m = re.match(r"^(\S.*?) from (\S+)\s*$", line)
+        if m:
+            mounts.append(NfsMount(m.group(1), m.group(2), {}))
+            continue
+        f = re.match(r"^\s+Flags:\s*(\S+)", line)
+        if f and mounts:
+            for item in f.group(1).split(","):
+                key, _, value = item.partition("=")
+                mounts[-1].flags[key] = value
+    return mounts
+
+
+def nfs_mount_for(mounts: list[NfsMount], path: str) -> NfsMount | None:
+    """The NFS mount ``path`` lies under (the longest matching mount point)."""
+    best = None
+    for m in mounts:
+        root = m.mount.rstrip("/") or "/"
+        if (path == root or path.startswith(root.rstrip("/") + "/")) and (best is None or len(root) > len(best.mount)):
+            best = m
+    return best
+
+
+# ---- dd -------------------------------------------------------------------------------------
+
+
+def parse_dd(text: str) -> tuple[int, float] | None:
+    """(bytes, seconds) from dd's closing line: ``1073741824 bytes (1.1 GB, 1.0 GiB) copied, 2.34 s, ...``."""
+    for line in reversed(text.splitlines()):
+        m = re.match(r"^(\d+) bytes\b.*?copied,\s*([0-9]+(?:[.,][0-9]+)?(?:e-?\d+)?)\s*s", line)
+        if m:
+            return int(m.group(1)), float(m.group(2).replace(",", "."))
+    return None

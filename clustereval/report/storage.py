@@ -1,0 +1,535 @@
+"""The Storage section: Existing Partitions, Introduction, the local and shared IO benchmark
+tables, the concurrent write, and the storage Findings. Pure: records (and targets) in, markdown out.
+
+Every number the prose quotes comes from the same formatter as its table cell, so prose and
+table agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustereval.analysis.storage import (
+    EQUIVALENCE_TOLERANCE,
+    TARGET_TOLERANCE,
+    Judgement,
+    group_by_measurement,
+    judge,
+    same_volume,
+    size_label,
+    target_for,
+)
+from clustereval.config import StorageTarget
+from clustereval.records import Finding
+from clustereval.records.environment import FilesystemInfo
+from clustereval.records.storage import (
+    BLOCK_SIZE,
+    FILE_SIZES,
+    IODEPTH,
+    NUM_JOBS,
+    OPS,
+    ConcurrentWrite,
+    MountScan,
+    StorageRecord,
+    iec_label,
+)
+from clustereval.report.markdown import Document
+from clustereval.report.render import RunView, SectionResult, render_gaps
+
+FIO_URL = "https://github.com/axboe/fio"
+TABLE_HEADERS = ["size", "rw", "latency (msec)", "bw (MiBps)", "IOPS (M)"]
+RATIO_HEADER = "local/shared ×"
+PARALLEL_TYPES = {"lustre": "Lustre", "gpfs": "GPFS (IBM Storage Scale)", "beegfs": "BeeGFS", "nfs": "NFS",
+                  "nfs4": "NFS", "cephfs": "CephFS", "wekafs": "WekaFS", "glusterfs": "GlusterFS"}
+TYPE_LABELS = {"lustre": "Lustre", "gpfs": "GPFS", "beegfs": "BeeGFS", "nfs": "NFS", "nfs4": "NFS",
+               "cephfs": "CephFS", "ceph": "CephFS", "wekafs": "WekaFS", "glusterfs": "GlusterFS",
+               "fuse.glusterfs": "GlusterFS"}
+STRIPED_TYPES = {"lustre", "beegfs", "gpfs"}
+CONDITIONS = "from one client with 16 jobs, 4 KiB blocks and `O_DIRECT`"
+
+
+# ---- number formats: one place, so prose and tables agree -------------------------------------
+
+
+def fmt_bw(mib_s: float, grouped: bool) -> str:
+    """MiB/s with one decimal; ``_`` thousands on the local table (``1_095.4``)."""
+    return f"{mib_s:,.1f}".replace(",", "_") if grouped else f"{mib_s:.1f}"
+
+
+def fmt_iops_m(iops: float) -> str:
+    """IOPS in millions with three significant digits: ``3.08``, ``0.157``, ``0.280``."""
+    millions = iops / 1e6
+    if millions <= 0:
+        return "0"
+    decimals = max(0, min(6, 2 - math.floor(math.log10(millions))))
+    return f"{millions:.{decimals}f}"
+
+
+def fmt_latency(msec: float) -> str:
+    """Milliseconds: one decimal from 1 ms up, two significant digits below."""
+    if msec >= 1 or msec <= 0:
+        return f"{msec:.1f}"
+    decimals = max(1, min(6, 1 - math.floor(math.log10(msec))))
+    return f"{msec:.{decimals}f}"
+
+
+def fmt_ratio(local_bw: float, shared_bw: float) -> str:
+    return f"{local_bw / shared_bw:.1f}" if shared_bw > 0 else ""
+
+
+def fmt_target(value: float, unit: str, grouped: bool) -> str:
+    """A measured or target value in prose, in the table's own units (IOPS in millions)."""
+    if unit == "IOPS":
+        return f"{fmt_iops_m(value)} million IOPS"
+    return fmt_bw(value, grouped) + " MiB/s"
+
+
+def _key_words(key: str) -> str:
+    """``16KiB-read`` -> ``16 KiB read``."""
+    size, _, rw = key.partition("-")
+    for unit in ("KiB", "MiB", "GiB"):
+        size = size.replace(unit, f" {unit}")
+    return f"{size} {rw}"
+
+
+def type_label(fstype: str) -> str:
+    return TYPE_LABELS.get(fstype.lower(), fstype)
+
+
+def _code(path: str) -> str:
+    return f"`{path}`"
+
+
+def _sizes(rec: StorageRecord, scan: MountScan | None = None) -> list[int]:
+    cells = scan.cells if scan else [c for s in _scans(rec) for c in s.cells]
+    found = sorted({c.file_size_bytes for c in cells})
+    return found or [size for _, size, _ in FILE_SIZES]
+
+
+def _scans(rec: StorageRecord) -> list[MountScan]:
+    return ([rec.local] if rec.local else []) + list(rec.shared)
+
+
+def _has_figures(scan: MountScan | None) -> bool:
+    return scan is not None and any(not c.error for c in scan.cells)
+
+
+# ---- the section ------------------------------------------------------------------------------
+
+
+def render_storage(view: RunView, doc: Document) -> SectionResult:
+    rec: StorageRecord | None = view.get("storage")
+    if rec is None:
+        return SectionResult()
+    targets = list(view.targets) if getattr(view, "targets", None) is not None else list(rec.targets)
+    doc.heading(2, "Storage")
+    write_partitions(doc, rec)
+    write_introduction(doc, view, rec)
+    local = rec.local if _has_figures(rec.local) else None
+    if local:
+        write_local(doc, local)
+    shared_groups = group_by_measurement([s for s in rec.shared if _has_figures(s)])
+    headings = shared_headings(shared_groups)
+    for heading, group in zip(headings, shared_groups, strict=True):
+        write_shared(doc, heading, group, local, first=group is shared_groups[0])
+    if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
+        write_concurrent(doc, rec.concurrent, view)
+    render_gaps(doc, rec.gaps)
+    findings = storage_findings(rec, targets)
+    return SectionResult(findings=findings, gaps=list(rec.gaps))
+
+
+# ---- Existing Partitions ----------------------------------------------------------------------
+
+
+def _source_cell(fs: FilesystemInfo) -> str:
+    if fs.shared or ":" in fs.source or "@" in fs.source:
+        return _code(fs.source)
+    return fs.source
+
+
+def write_partitions(doc: Document, rec: StorageRecord) -> None:
+    doc.heading(3, "Existing Partitions", note="mount inventory")
+    rows = dedupe_partitions(rec.partitions)
+    doc.table(["mount", "size", "type", "device / server"],
+              [[_code(fs.mount), size_label(fs.size_bytes), type_label(fs.fstype), _source_cell(fs)] for fs in rows],
+              align="lrll")
+    facts = partition_facts(rows)
+    if facts:
+        doc.para(" ".join(facts))
+
+
+def dedupe_partitions(partitions: list[FilesystemInfo]) -> list[FilesystemInfo]:
+    """One row per backing volume, ``/`` first (a ``/tmp`` on ``/`` is not a second disk)."""
+    out: list[FilesystemInfo] = []
+    for fs in sorted(partitions, key=lambda f: f.mount != "/"):
+        if any(o.fstype == fs.fstype and same_volume(o.source, o.mount, fs.source, fs.mount) for o in out):
+            continue
+        out.append(fs)
+    return out
+
+
+def _server(source: str) -> str:
+    if "@" in source:  # lustre: 10.4.138.63@tcp:/fsname
+        return source.split(":/")[0]
+    if ":" in source:  # nfs: server:/export
+        return source.split(":", 1)[0]
+    return ""
+
+
+def partition_facts(rows: list[FilesystemInfo]) -> list[str]:
+    """Facts that hold for several rows, said once after the table."""
+    facts = []
+    shared = [fs for fs in rows if fs.shared]
+    by_type: dict[str, list[FilesystemInfo]] = {}
+    for fs in shared:
+        by_type.setdefault(type_label(fs.fstype), []).append(fs)
+    for label, group in by_type.items():
+        if len(group) < 2:
+            continue
+        names = _join([_code(fs.mount) for fs in group])
+        servers = {_server(fs.source) for fs in group}
+        if len(servers) == 1 and "" not in servers:
+            facts.append(f"{names} are separate {label} filesystems served from {_code(servers.pop())}.")
+        elif "" not in servers:
+            facts.append(f"{names} are separate {label} filesystems on separate servers.")
+    for fs in shared:
+        if fs.product and fs.product.lower() != fs.fstype.lower():
+            facts.append(f"{_code(fs.mount)} is mounted as {fs.fstype}, a share protocol; the product behind it "
+                         f"is {fs.product}.")
+    return facts
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# ---- Introduction -----------------------------------------------------------------------------
+
+
+def _volume_words(scan: MountScan) -> str:
+    """``/tmp`` on ``/`` (252 GiB ext4)."""
+    where = f"{_code(scan.mount)}"
+    if scan.volume_mount and scan.volume_mount != scan.mount:
+        where += f" on {_code(scan.volume_mount)}"
+    return f"{where} ({size_label(scan.size_bytes)} {type_label(scan.fstype)})"
+
+
+def fio_description(view: RunView, rec: StorageRecord) -> str:
+    sizes = _sizes(rec)
+    labels = _join([iec_label(s) for s in sizes])
+    size_words = (f"file sizes {labels} (correspondingly small, medium and large)" if len(sizes) == 3
+                  else f"file sizes {labels}")
+    timed = (f"{rec.published_runtime_s // 60} min" if rec.runtime_s == rec.published_runtime_s
+             else f"{rec.runtime_s} s")
+    text = (f"{len(sizes) * 2} runs of [`fio`]({FIO_URL}) (the Flexible I/O Tester, a third-party tool) against one "
+            f"folder: {size_words}, each read and write. Every run starts {NUM_JOBS} parallel jobs; each job reads "
+            f"or writes its own file of that size sequentially in {iec_label(int(BLOCK_SIZE[:-1]) * 1024)} blocks "
+            f"through Linux asynchronous IO (`libaio`) with {IODEPTH} requests in flight and `O_DIRECT`, which "
+            "bypasses the page cache so the numbers are the filesystem's, not RAM's. After "
+            f"{rec.ramp_s} s of ramp-up each run does {timed} of timed IO, looping over its file, and then deletes "
+            "the files (`--unlink=1`)")
+    if rec.runtime_s != rec.published_runtime_s:
+        text += (f"; the published recipe times {rec.published_runtime_s // 60} min per run, and this run's "
+                 f"{view.profile} profile shortened it to {rec.runtime_s} s")
+    return text + "."
+
+
+def _tool_links(view: RunView, rec: StorageRecord) -> str:
+    links = [f"[`{f.split('/')[-1]}`]({view.raw_rel}/{f})" for f in rec.tool_files]
+    return f" ({', '.join(links)})" if links else ""
+
+
+def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None:
+    items: list[str] = []
+    described = False
+    runner = f"Our `fio` runner{_tool_links(view, rec)}"
+    if _has_figures(rec.local):
+        assert rec.local is not None
+        items.append(f"{runner} on {_volume_words(rec.local)}, the baseline the shared tables compare against: "
+                     + fio_description(view, rec))
+        described = True
+    for scan in [s for s in rec.shared if _has_figures(s)]:
+        text = (f"{runner} on " if not described else "The same runner on ") + _volume_words(scan)
+        text += (": " + fio_description(view, rec)) if not described else "."
+        described = True
+        if scan.stands_for:
+            others = _join([_code(p) for p in scan.stands_for])
+            verb = "is" if len(scan.stands_for) == 1 else "are"
+            text += (f" {others} {verb} the same type and size ({size_label(scan.size_bytes)} "
+                     f"{type_label(scan.fstype)}), so these figures stand for {'it' if len(scan.stands_for) == 1 else 'them'} too.")
+        if scan.same_volume:
+            others = _join([_code(p) for p in scan.same_volume])
+            text += f" {others} {'is' if len(scan.same_volume) == 1 else 'are'} on the same volume."
+        items.append(text)
+    cw = rec.concurrent
+    if cw and rec.num_nodes >= 2 and any(not w.error for w in cw.nodes):
+        items.append(f"`dd` on {_code(cw.mount)}: each of the {len(cw.nodes)} nodes writes one "
+                     f"{iec_label(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
+                     "all started at the same moment.")
+    if not items:
+        return
+    doc.heading(3, "Introduction", toc=False)
+    doc.numbered(items)
+    notes = ["In the tables, `latency (msec)` is the mean time one 4 KiB request took from submission to completion "
+             f"(with {IODEPTH} in flight per job), `bw (MiBps)` is MiB (2²⁰ bytes) per second, and `IOPS (M)` is "
+             "millions of 4 KiB requests per second."]
+    if any(_has_figures(s) for s in rec.shared) and _has_figures(rec.local):
+        notes.append(f"Each shared table ends with `{RATIO_HEADER}`: the local disk's bandwidth divided by the shared "
+                     "mount's bandwidth in the same row, that is how many times slower the shared mount is; 1 would "
+                     "mean as fast as the local disk.")
+    measured = [s for s in rec.shared if _has_figures(s)]
+    if len(measured) >= 2:
+        groups = group_by_measurement(measured)
+        rule = (f"Shared mounts share one table only if every bandwidth and IOPS cell differs by at most "
+                f"{EQUIVALENCE_TOLERANCE:.0%} (`abs(a - b) / min(a, b)`); ")
+        joined = [g for g in groups if len(g) > 1]
+        if joined:
+            rule += "; ".join(_join([_code(s.mount) for s in g]) + " met it" for g in joined) + "."
+        else:
+            rule += "no two scanned mounts met it, so each has its own table."
+        notes.append(rule)
+    doc.para(" ".join(notes))
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def fio_rows(scan: MountScan, grouped: bool, local: MountScan | None = None) -> list[list[str]]:
+    rows = []
+    for size in _sizes_of(scan):
+        for rw in OPS:
+            cell = scan.cell(size, rw)
+            if cell is None:
+                continue
+            row = [iec_label(size), rw, fmt_latency(cell.latency_msec), fmt_bw(cell.bw_mib_s, grouped),
+                   fmt_iops_m(cell.iops)]
+            if local is not None:
+                base = local.cell(size, rw)
+                row.append(fmt_ratio(base.bw_mib_s, cell.bw_mib_s) if base else "")
+            rows.append(row)
+    return rows
+
+
+def _sizes_of(scan: MountScan) -> list[int]:
+    return sorted({c.file_size_bytes for c in scan.cells})
+
+
+def write_local(doc: Document, scan: MountScan) -> None:
+    doc.heading(3, "Local disk IO benchmark", note=f"`fio` on {_code(scan.mount)}")
+    doc.para(f"{_volume_words(scan)[:-1]}, {scan.source}).")
+    doc.table(TABLE_HEADERS, fio_rows(scan, grouped=True), align="rlrrr")
+    doc.para(range_sentence(scan, grouped=True))
+
+
+def range_sentence(scan: MountScan, grouped: bool) -> str:
+    parts = []
+    for rw, word in (("read", "Reads"), ("write", "Writes")):
+        vals = [c.bw_mib_s for c in scan.cells if c.rw == rw and not c.error]
+        if not vals:
+            continue
+        lo, hi = fmt_bw(min(vals), grouped), fmt_bw(max(vals), grouped)
+        parts.append(f"{word} ran at {lo} MiB/s" if lo == hi else f"{word} ran at {lo}–{hi} MiB/s")
+    n = len(_sizes_of(scan))
+    return " and ".join(parts).replace(" and Writes", " and writes") + f" across the {n} file sizes."
+
+
+def shared_headings(groups: list[list[MountScan]]) -> list[str]:
+    """``Shared <type> IO benchmark``; the volume size is added where one type has several tables."""
+    labels = [type_label(g[0].fstype) for g in groups]
+    out = []
+    for label, group in zip(labels, groups, strict=True):
+        title = f"Shared {label} IO benchmark"
+        if labels.count(label) > 1:
+            title += f", {size_label(group[0].size_bytes)}"
+        n = 2
+        base = title
+        while title in out:
+            title = f"{base} ({n})"
+            n += 1
+        out.append(title)
+    return out
+
+
+def write_shared(doc: Document, heading: str, group: list[MountScan], local: MountScan | None, first: bool) -> None:
+    lead = group[0]
+    doc.heading(3, heading, note=f"`fio` on {_join([_code(s.mount) for s in group])}")
+    sentence = f"{_volume_words(lead)[:-1]}, {_code(lead.source)})"
+    if len(group) > 1:
+        others = _join([f"{_code(s.mount)} ({size_label(s.size_bytes)})" for s in group[1:]])
+        sentence += (f"; {others} measured within {EQUIVALENCE_TOLERANCE:.0%} of these figures in every bandwidth and "
+                     "IOPS cell, so this table stands for "
+                     f"{'it' if len(group) == 2 else 'them'} too (each mount's own figures are in the raw folder)")
+    doc.para(sentence + ".")
+    if lead.layout and lead.layout.summary:
+        doc.para(f"Layout of {_code(lead.mount)}: {lead.layout.summary}.")
+    headers = TABLE_HEADERS + ([RATIO_HEADER] if local else [])
+    doc.table(headers, fio_rows(lead, grouped=False, local=local), align="rlrrr" + ("r" if local else ""))
+    text = range_sentence(lead, grouped=False)
+    if local:
+        ratios = [r[-1] for r in fio_rows(lead, grouped=False, local=local) if r[-1]]
+        if ratios:
+            lo, hi = min(ratios, key=float), max(ratios, key=float)
+            span = f"{lo}×" if lo == hi else f"{lo}× to {hi}×"
+            text += f" Per row, {_code(lead.mount)} is {span} slower than the local disk table above."
+    doc.para(text)
+
+
+def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
+    ok = [w for w in cw.nodes if not w.error]
+    doc.heading(3, "Concurrent write shared fs benchmark",
+                note=f"{len(cw.nodes)}-node {iec_label(cw.bytes_per_node)} `O_DIRECT` `dd`")
+    doc.para(f"Every node wrote {iec_label(cw.bytes_per_node)} to {_code(cw.mount)} "
+             f"({size_label(cw.size_bytes)} {type_label(cw.fstype)}) at the same moment; the aggregate is every byte "
+             "written divided by the slowest node's time.")
+    names = _node_labels(view)
+    rows = [[names.get(w.node, w.node), f"{w.seconds:.2f}", fmt_bw(w.mib_s, grouped=True)] for w in ok]
+    rows.append(["aggregate", f"{max(w.seconds for w in ok):.2f}", fmt_bw(cw.aggregate_mib_s, grouped=True)])
+    doc.table(["node", "time (s)", "bw (MiBps)"], rows, align="lrr")
+
+
+def _node_labels(view: RunView) -> dict[str, str]:
+    """``hostname(nodeN)`` when the preflight recorded hostnames."""
+    pre = view.get("preflight")
+    out: dict[str, str] = {}
+    for n in getattr(pre, "nodes", []) or []:
+        host = n.hostname or n.name
+        out[n.name] = f"`{host}(node{n.index})`"
+    return out
+
+
+# ---- Findings ---------------------------------------------------------------------------------
+
+
+def measurement_line(scan: MountScan, grouped: bool) -> str:
+    """``read / write: 16 KiB **a MiB/s / b MiB/s**, 1 MiB **c MiB/s / d MiB/s**, 1 GiB **e MiB/s / f MiB/s**``."""
+    parts = []
+    for size in _sizes_of(scan):
+        r, w = scan.cell(size, "read"), scan.cell(size, "write")
+        rv = f"{fmt_bw(r.bw_mib_s, grouped)} MiB/s" if r else "no figure"
+        wv = f"{fmt_bw(w.bw_mib_s, grouped)} MiB/s" if w else "no figure"
+        parts.append(f"{iec_label(size)} **{rv} / {wv}**")
+    return "read / write: " + ", ".join(parts)
+
+
+def _ask(scan: MountScan) -> str:
+    sizes = _join([iec_label(s) for s in _sizes_of(scan)])
+    ask = f"one expected value per measured cell — MiB/s or IOPS at {sizes}, read and write, {CONDITIONS}"
+    if scan.shared:
+        ask += " — saying whether they are per client or per filesystem and which stripe count they assume"
+    return ask
+
+
+def _why_unpublished(scan: MountScan) -> str:
+    fstype = scan.fstype.lower()
+    product = PARALLEL_TYPES.get(fstype)
+    if not scan.shared:
+        return ("a local or cloud volume's rates are set by the device or volume type behind it, and no figures are "
+                "published for this one")
+    if product:
+        return (f"{product} is filesystem software and publishes no performance figures — throughput is a property "
+                "of the deployment (the count of storage servers and targets, their backing devices, the network to "
+                "them, the per-file stripe count), so the figures that exist are those of the service tier the "
+                "operator purchased, typically sold per TiB of capacity (managed Lustre commonly 125–1000 MB/s per "
+                "TiB)")
+    return ("the throughput of a shared mount is a property of the deployment behind it (servers, their backing "
+            "devices, the network to them), so the figures that exist are those of the service the operator "
+            "purchased")
+
+
+def _slowdown(scan: MountScan, local: MountScan | None) -> str:
+    if local is None or not scan.shared:
+        return ""
+    ratios = [r[-1] for r in fio_rows(scan, grouped=False, local=local) if r[-1]]
+    if not ratios:
+        return ""
+    lo, hi = min(ratios, key=float), max(ratios, key=float)
+    span = f"{lo}×" if lo == hi else f"{lo}× to {hi}×"
+    return f" Per row it is {span} slower than the local disk (the `{RATIO_HEADER}` column)."
+
+
+def _siblings(scan: MountScan, partitions: list[FilesystemInfo], scanned: set[str]) -> str:
+    """Shared volumes of another size that were not scanned: each has its own figures."""
+    others = [fs for fs in dedupe_partitions(partitions)
+              if fs.shared and fs.mount not in scanned and fs.mount != scan.volume_mount
+              and size_label(fs.size_bytes) != size_label(scan.size_bytes)]
+    if not others:
+        return ""
+    names = _join([f"{_code(fs.mount)} ({size_label(fs.size_bytes)})" for fs in others])
+    verb = "differs" if len(others) == 1 else "differ"
+    return (f" {names} {verb} in size from {_code(scan.mount)}, so each has its own figures and needs its own scan; "
+            "scan the one the workload writes to hardest first.")
+
+
+def _operations(scan: MountScan, cells, grouped: bool) -> str:
+    """Who is slowed, literally: the operation and its measured rate."""
+    words = {(16 * 2**10, "read"): "reading small files (a `git clone`, a `pip install`)",
+             (16 * 2**10, "write"): "writing small files",
+             (2**30, "write"): "writing large files such as a checkpoint",
+             (2**30, "read"): "reading large files such as a checkpoint"}
+    out = []
+    for c in cells:
+        what = words.get((c.file_size_bytes, c.rw))
+        cell = scan.cell(c.file_size_bytes, c.rw)
+        if what and cell:
+            out.append(f"{what} on {_code(scan.mount)} runs at the {iec_label(c.file_size_bytes)} {c.rw} rate of "
+                       f"{fmt_bw(cell.bw_mib_s, grouped)} MiB/s")
+    return (" " + "; ".join(out)[0].upper() + "; ".join(out)[1:] + ".") if out else ""
+
+
+def scan_finding(scan: MountScan, judgement: Judgement, local: MountScan | None,
+                 partitions: list[FilesystemInfo], scanned: set[str]) -> Finding:
+    grouped = not scan.shared
+    subsystem = "shared network FS" if scan.shared else "local disk"
+    where = _volume_words(scan)
+    measured = f"{where}, one client, {NUM_JOBS} jobs, 4 KiB blocks, `O_DIRECT`, {measurement_line(scan, grouped)}."
+    source = f" ({judgement.target.source})" if judgement.target and judgement.target.source else ""
+    if judgement.verdict == "needs_input":
+        text = measured + _slowdown(scan, local)
+        kind = "provisioned figures are" if not scan.shared else "provisioned throughput is"
+        text += (f" Its {kind} unknown, so there is no target to compare against: {_why_unpublished(scan)}.")
+        if scan.layout and scan.layout.summary:
+            text += f" Layout: {scan.layout.summary}."
+        volume = scan.volume_mount if (not scan.shared and scan.volume_mount) else scan.mount
+        if scan.shared and scan.fstype.lower() in PARALLEL_TYPES:
+            text += (f" Obtain from the operator the service tier of {_code(volume)} ({size_label(scan.size_bytes)}) "
+                     f"and the figures it is supposed to hit: {_ask(scan)}; and the default stripe layout, since a "
+                     "single-stripe file is served by one storage target regardless of filesystem size.")
+        else:
+            text += (f" Obtain from the operator the figures {_code(volume)} ({size_label(scan.size_bytes)}) is "
+                     f"supposed to hit: {_ask(scan)}.")
+        if judgement.unjudged and judgement.target is not None:
+            text += f" The figures given{source} have no entry for any measured cell."
+        return Finding("needs_input", subsystem, text + (_siblings(scan, partitions, scanned) if scan.shared else ""))
+    pairs = []
+    for size in _sizes_of(scan):
+        for c in judgement.cells:
+            if c.file_size_bytes == size:
+                pairs.append(f"{iec_label(size)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
+                             f"{fmt_target(c.target, c.unit, grouped)}")
+    unjudged = ""
+    if judgement.unjudged:
+        unjudged = f" The operator's figures have no entry for {_join([_key_words(k) for k in judgement.unjudged])}."
+    if judgement.verdict == "healthy":
+        text = (f"{measured} Every cell with a target{source} is at or above it, or within "
+                f"{TARGET_TOLERANCE:.0%} below: " + "; ".join(pairs) + "." + unjudged)
+        return Finding("healthy", subsystem, text)
+    short = judgement.short
+    shortfalls = "; ".join(f"{iec_label(c.file_size_bytes)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
+                           f"{fmt_target(c.target, c.unit, grouped)} ({c.shortfall:.1%} below)" for c in short)
+    text = (f"{measured} Below the operator's figures{source} by more than {TARGET_TOLERANCE:.0%}: {shortfalls}."
+            + _operations(scan, short, grouped) + unjudged)
+    return Finding("underperforming", subsystem, text)
+
+
+def storage_findings(rec: StorageRecord, targets: list[StorageTarget]) -> list[Finding]:
+    findings = []
+    local = rec.local if _has_figures(rec.local) else None
+    scanned = ({s.mount for s in _scans(rec)} | {s.volume_mount for s in _scans(rec)}
+               | {p for s in _scans(rec) for p in (*s.stands_for, *s.same_volume)})
+    for scan in ([local] if local else []) + [s for s in rec.shared if _has_figures(s)]:
+        judgement = judge(scan, target_for(targets, scan))
+        findings.append(scan_finding(scan, judgement, local, rec.partitions, scanned))
+    return findings

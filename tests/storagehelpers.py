@@ -1,0 +1,61 @@
+"""Helpers for the storage tests: a run folder, a context on this machine, real small mounts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clustereval.config import Config
+from clustereval.phases.base import Profile, RunContext
+from clustereval.store import RunState, RunStore
+from clustereval.transport.base import Node
+from clustereval.transport.local import LocalTransport
+
+SMALL_SIZES = (16 * 2**10, 64 * 2**10, 256 * 2**10)  # tests scale the files down; production argv is the seed's
+
+
+def make_ctx(tmp_path: Path, *, local: Path, shared: tuple[Path, ...] = (), runtime_s: int = 1,
+             nodes: list[Node] | None = None, **config) -> RunContext:
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="2026-11-30-1900Z"))
+    nodes = nodes or [Node("here", "here")]
+    cfg = Config(nodes=tuple(n.name for n in nodes), local_scratch=str(local),
+                 shared_paths=tuple(str(s) for s in shared), scratch_user="evaluser", **config)
+    return RunContext(config=cfg, transport=LocalTransport(), nodes=nodes, store=store,
+                      profile=Profile(name="test", fio_runtime_s=runtime_s, fio_ramp_s=0))
+
+
+def files_outside_trash(*roots: Path) -> list[str]:
+    """Every regular file under ``roots`` that is not inside a ``trash`` folder."""
+    out = []
+    for root in roots:
+        for dirpath, _dirs, files in os.walk(root):
+            if "trash" in Path(dirpath).relative_to(root).parts:
+                continue
+            out += [os.path.join(dirpath, f) for f in files]
+    return out
+
+
+def du_bytes(path: Path) -> int:
+    res = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=True)
+    return int(res.stdout.split()[0])
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str = "8m", readonly: bool = False):
+    """A real tmpfs mount at ``path`` (needs root; the test is skipped without it)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if readonly else "")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)

@@ -1,0 +1,148 @@
+"""Scratch discipline on this machine's real filesystems: create, refuse, move to trash, clean up."""
+
+import json
+import os
+import socket
+
+import pytest
+
+from clustereval.errors import ScratchError
+from clustereval.phases.scratch import AREAS_FILE, Scratch, check_declared, scratch_for, scratch_root
+from clustereval.report.cleanup import cleanup_lines, human_bytes
+from tests.conftest import run_cli
+from tests.storagehelpers import du_bytes, files_outside_trash, make_ctx, tmpfs
+
+
+def test_one_timestamped_folder_per_mount_recorded_in_the_raw_folder(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
+    (tmp_path / "local").mkdir()
+    sc = scratch_for(ctx)
+    node = ctx.nodes[0]
+    area = sc.ensure(node, str(shared))
+    assert area.path == f"{shared}/evaluser/cluster-eval-{ctx.store.run_id[2:]}"
+    assert area.trash_root == f"{shared}/evaluser/trash" and area.shared and not area.node_local_tmp
+    assert os.path.isdir(area.path) and os.listdir(area.path) == []
+    assert sc.ensure(node, str(shared)) is area  # reused, not created twice
+    local = sc.ensure(node, str(tmp_path / "local"))
+    assert not local.shared and local.node_local_tmp == str(tmp_path).startswith("/tmp/")
+    recorded = json.loads((ctx.store.raw_dir / AREAS_FILE).read_text())
+    assert [a["path"] for a in recorded] == [area.path, local.path]
+
+
+def test_a_folder_that_already_exists_is_not_adopted(tmp_path):
+    ctx = make_ctx(tmp_path, local=tmp_path)
+    sc = scratch_for(ctx)
+    users = sc.path_for(str(tmp_path))
+    os.makedirs(users)
+    (tmp_path / "evaluser" / os.path.basename(users) / "theirs.txt").write_text("not ours")
+    with pytest.raises(ScratchError, match="did not create it"):
+        sc.ensure(ctx.nodes[0], str(tmp_path))
+
+
+def test_paths_outside_the_declared_mounts_are_refused(tmp_path):
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(tmp_path / "shared",))
+    assert check_declared(ctx.config, f"{tmp_path}/shared/x/y") == f"{tmp_path}/shared"
+    for bad in ("/etc", f"{tmp_path}/sharedX", f"{tmp_path}/shared/../elsewhere", "relative/path"):
+        with pytest.raises(ScratchError, match="refusing to write"):
+            scratch_for(ctx).ensure(ctx.nodes[0], bad)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_scratch_root_forms(tmp_path):
+    ctx = make_ctx(tmp_path, local=tmp_path / "l", shared=(tmp_path / "s",), scratch_root="users/{user}")
+    assert scratch_root(ctx.config, f"{tmp_path}/s") == f"{tmp_path}/s/users/evaluser"
+    ctx = make_ctx(tmp_path, local=tmp_path / "l", shared=(tmp_path / "s",), scratch_root=f"{tmp_path}/s/mine")
+    assert scratch_root(ctx.config, f"{tmp_path}/s") == f"{tmp_path}/s/mine"
+    assert scratch_root(ctx.config, f"{tmp_path}/l") == f"{tmp_path}/l/evaluser"  # that root is on another mount
+
+
+def test_cleanup_moves_shared_scratch_to_trash_on_the_same_mount(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "users-data.txt").write_text("someone else's")
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
+    sc = scratch_for(ctx)
+    area = sc.ensure(ctx.nodes[0], str(shared))
+    with open(os.path.join(area.path, "work.bin"), "wb") as fh:
+        fh.write(b"\0" * 3 * 2**20)
+    (moved,) = sc.cleanup(ctx.nodes)
+    assert moved.action == "moved" and moved.size_bytes >= 3 * 2**20
+    assert moved.moved_to == f"{shared}/evaluser/trash/{ctx.store.run_id[2:]}/{os.path.basename(area.path)}"
+    assert os.path.getsize(os.path.join(moved.moved_to, "work.bin")) == 3 * 2**20
+    assert files_outside_trash(shared) == [str(shared / "users-data.txt")]
+    lines = cleanup_lines([moved], "RUN")
+    assert "3.0 MiB" in lines[0] and area.path in lines[0] and moved.moved_to in lines[0]
+    assert "does not free the space" in lines[-1] and f"rm -rf -- {moved.trash_dir}" in lines[-1]
+    # cleaning again finds nothing; recreating after a move lands in a second trash name
+    assert [m.action for m in sc.cleanup(ctx.nodes)] == ["absent"]
+    sc.ensure(ctx.nodes[0], str(shared))
+    (again,) = sc.cleanup(ctx.nodes)
+    assert again.moved_to.endswith(".2")
+
+
+def test_node_local_tmp_is_deleted_not_moved(tmp_path):
+    if not str(tmp_path).startswith("/tmp/"):
+        pytest.skip("needs pytest's temp folder under /tmp")
+    ctx = make_ctx(tmp_path, local=tmp_path)
+    area = scratch_for(ctx).ensure(ctx.nodes[0], str(tmp_path))
+    open(os.path.join(area.path, "x"), "w").write("x" * 5000)
+    (m,) = scratch_for(ctx).cleanup(ctx.nodes)
+    assert m.action == "deleted" and m.size_bytes >= 5000 and not os.path.exists(area.path)
+    assert "node-local /tmp" in cleanup_lines([m], "RUN")[0]
+
+
+def test_trash_on_another_filesystem_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
+    area = scratch_for(ctx).ensure(ctx.nodes[0], str(shared))
+    with tmpfs(shared / "evaluser" / "trash"):
+        (m,) = scratch_for(ctx).cleanup(ctx.nodes)
+        assert m.action == "failed" and "another filesystem" in m.error
+        assert os.path.isdir(area.path)  # left in place rather than copied across mounts
+        assert "NOT cleared" in cleanup_lines([m], "RUNDIR")[0] and "clustereval cleanup RUNDIR" in cleanup_lines([m], "RUNDIR")[0]
+
+
+def test_full_filesystem_is_refused_before_anything_is_written(tmp_path):
+    small = tmp_path / "small"
+    with tmpfs(small, size="4m"):
+        ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(small,))
+        with pytest.raises(ScratchError, match="free.*needs") as exc:
+            scratch_for(ctx).require_space(ctx.nodes[0], str(small), 16 * 2**30, "the scan's largest run")
+        assert "nothing was written" in exc.value.message
+        assert os.listdir(small) == []
+
+
+def test_read_only_mount_gives_a_clear_error(tmp_path):
+    ro = tmp_path / "ro"
+    with tmpfs(ro, readonly=True):
+        ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(ro,))
+        with pytest.raises(ScratchError, match="Read-only file system") as exc:
+            scratch_for(ctx).ensure(ctx.nodes[0], str(ro))
+        assert "read-only" in exc.value.hint
+        assert scratch_for(ctx).areas() == []
+
+
+def test_cleanup_command_moves_what_a_crashed_run_left(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    host = socket.gethostname().split(".")[0] or "localhost"
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
+    sc = Scratch(ctx.config, ctx.transport, ctx.store)
+    from clustereval.transport.base import Node
+
+    area = sc.ensure(Node(host, host), str(shared))
+    open(os.path.join(area.path, "left.bin"), "wb").write(b"\0" * 2**20)
+    res = run_cli("cleanup", str(ctx.store.raw_dir), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"moved {area.path} (1.0 MiB)" in res.stdout and "rm -rf --" in res.stdout
+    assert files_outside_trash(shared) == []
+    assert not os.path.exists(area.path) and du_bytes(shared / "evaluser" / "trash") >= 2**20
+    again = run_cli("cleanup", str(ctx.store.raw_dir), cwd=tmp_path)
+    assert "already cleared" in again.stdout
+
+
+def test_human_bytes():
+    assert human_bytes(0) == "0 B" and human_bytes(16 * 2**30) == "16.0 GiB" and human_bytes(1536) == "1.5 KiB"

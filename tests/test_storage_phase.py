@@ -1,0 +1,185 @@
+"""The storage phase with real fio on temp folders (1 s runs, files scaled down)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from clustereval.phases.scratch import CLEANUP_FILE, scratch_for
+from clustereval.phases.storage import StoragePhase
+from clustereval.records import dumps, loads
+from clustereval.records.storage import StorageRecord
+from clustereval.report.render import RunView, render_report
+from tests.conftest import REPO
+from tests.storagehelpers import SMALL_SIZES, du_bytes, files_outside_trash, make_ctx, tmpfs
+
+pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
+                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
+                                reason="fio is not installed")
+
+
+def test_six_run_scan_of_local_and_shared_leaves_nothing_outside_trash(tmp_path):
+    local, shared = tmp_path / "local", tmp_path / "shared"
+    local.mkdir()
+    shared.mkdir()
+    ctx = make_ctx(tmp_path, local=local, shared=(shared,))
+    notes = []
+    ctx.progress = lambda phase, node, msg, eta: notes.append((msg, eta))
+    rec = StoragePhase(file_sizes=SMALL_SIZES).run(ctx)
+    assert rec.gaps == [] and rec.status == "ok", rec.gaps
+    assert rec.fio_version.startswith("fio-")
+    for scan in (rec.local, *rec.shared):
+        assert scan.complete and len(scan.cells) == 6
+        assert [(c.file_size_bytes, c.rw) for c in scan.cells] == [(s, rw) for s in SMALL_SIZES
+                                                                   for rw in ("read", "write")]
+        for cell in scan.cells:
+            assert cell.bw_mib_s > 0 and cell.iops > 0 and cell.latency_msec > 0 and not cell.error
+            # IOPS and bandwidth describe the same 4 KiB requests
+            assert cell.iops * 4096 / 2**20 == pytest.approx(cell.bw_mib_s, rel=0.02)
+            doc = json.loads((ctx.store.raw_dir / cell.raw_json).read_text())
+            assert doc["global options"]["unlink"] == "1" and doc["jobs"][0]["job options"]["rw"] == cell.rw
+        assert scan.leftover_bytes_after_first_run == 0  # fio's --unlink=1 left nothing after run 1
+    assert rec.local.mount == str(local) and rec.shared[0].mount == str(shared)
+    assert rec.partitions[0].mount == "/" and (ctx.store.raw_dir / "tools" / "storage.py").exists()
+    # progress named each run and the time left shrank to the last run's
+    runs = [m for m, _ in notes if m.startswith("fio ")]
+    assert len(runs) == 12 and runs[0].endswith("(run 1 of 12)") and notes[-1][1] == pytest.approx(1.0)
+    moves = scratch_for(ctx).cleanup(ctx.nodes)
+    assert {m.action for m in moves} <= {"moved", "deleted"}
+    assert files_outside_trash(local, shared) == []
+    assert not any(p.name.startswith("cluster-eval-") for p in (shared / "evaluser").iterdir())
+    assert json.loads((ctx.store.raw_dir / CLEANUP_FILE).read_text())
+    # the record round-trips and renders
+    back = loads(StorageRecord, dumps(rec))
+    md = render_report(RunView("t", "s", "raw-t", "local", {"storage": back})).markdown
+    assert "### Local disk IO benchmark" in md and "| size | rw | latency (msec) | bw (MiBps) | IOPS (M) |" in md
+
+
+def test_missing_fio_is_a_gap_naming_the_package(tmp_path):
+    ctx = make_ctx(tmp_path, local=tmp_path)
+    rec = StoragePhase(fio=str(tmp_path / "no-such-fio")).run(ctx)
+    (gap,) = rec.gaps
+    assert "`fio` is not installed" in gap.text and "apt-get install -y fio" in gap.plan
+    assert rec.local is None and rec.partitions and rec.status == "partial"
+    assert scratch_for(ctx).areas() == []
+
+
+def test_full_filesystem_gives_a_clear_error_and_leaves_nothing(tmp_path):
+    small = tmp_path / "small"
+    (tmp_path / "local").mkdir()
+    with tmpfs(small, size="4m"):
+        ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(small,))
+        phase = StoragePhase(file_sizes=(16 * 2**10,))  # 16 x 16 KiB + the margin > 4 MiB
+        rec = phase.run(ctx)
+        assert [s.mount for s in rec.shared] == [str(small)] and rec.shared[0].cells == []
+        (gap,) = rec.gaps
+        assert f"The IO benchmark of `{small}` did not run" in gap.text and "nothing was written" in gap.text
+        assert os.listdir(small) == []
+        assert rec.local.complete  # the local scan still ran
+        scratch_for(ctx).cleanup(ctx.nodes)
+
+
+def test_read_only_mount_gives_a_clear_error(tmp_path):
+    ro = tmp_path / "ro"
+    (tmp_path / "local").mkdir()
+    with tmpfs(ro, size="1g", readonly=True):
+        ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(ro,))
+        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        (gap,) = rec.gaps
+        assert "Read-only file system" in gap.text and "read-only" in gap.plan
+        scratch_for(ctx).cleanup(ctx.nodes)
+
+
+def test_two_shared_mounts_of_different_size_each_get_a_scan_with_same_sized_ones_grouped(tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    (tmp_path / "local").mkdir()
+    with tmpfs(a, size="64m"), tmpfs(b, size="64m"), tmpfs(c, size="96m"):
+        ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(a, b, c))
+        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        assert [s.mount for s in rec.shared] == [str(a), str(c)]
+        assert rec.shared[0].stands_for == [str(b)] and rec.shared[0].fstype == "tmpfs"
+        scratch_for(ctx).cleanup(ctx.nodes)
+        assert files_outside_trash(a, b, c) == []
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from rich.console import Console
+    from clustereval import runner
+    from clustereval.app import run_eval
+    from clustereval.config import Config
+
+    runner.PHASES.pop("preflight", None)  # this test is about the storage phase alone
+    base = Path(sys.argv[1])
+    cfg = Config(name="t", nodes=("here",), local_scratch=str(base / "local"),
+                 shared_paths=(str(base / "shared"),), scratch_user="evaluser")
+    code = run_eval(cfg, profile="quick", phase_list="storage", resume_dir=None, reports_dir=base / "reports",
+                    console=Console(stderr=True), out=Console(soft_wrap=True))
+    sys.exit(code)
+""")
+
+
+def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
+    (tmp_path / "local").mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    fio_seen = False
+    while time.monotonic() < deadline and not fio_seen:
+        time.sleep(0.2)
+        fio_seen = any(p.name.startswith("cluster-eval-") and (p / "fio-test").exists()
+                       for p in (tmp_path / "local" / "evaluser").glob("*")) if (tmp_path / "local" / "evaluser").exists() else False
+    assert fio_seen, "the scan never started"
+    time.sleep(1.0)  # fio is running its first 10 s run
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: resume with" in out
+    assert "scratch: deleted" in out  # node-local /tmp folder
+    raw = next((tmp_path / "reports").glob("raw-t-*"))
+    rec = loads(StorageRecord, (raw / "storage.record.json").read_text())
+    assert rec.status == "partial" and rec.local.cells[-1].error == "interrupted"
+    assert files_outside_trash(tmp_path / "local", tmp_path / "shared") == []
+    assert du_bytes(tmp_path / "local") < 64 * 1024  # only the empty <user> folder is left
+    state = json.loads((raw / "state.json").read_text())
+    assert state["interrupted"] and "storage" not in state["phases_finished"]
+
+
+def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp_path):
+    """Over SSH on 3 namespace nodes: the scan runs on node0, every node writes at once, nothing is left."""
+    from clustereval.phases.base import Profile, RunContext
+    from clustereval.store import RunState, RunStore
+
+    shared, local = cluster3.shared_dir, cluster3.scratch_dir
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="2026-11-30-1900Z"))
+    from clustereval.config import Config
+
+    cfg = Config(nodes=tuple(n.name for n in cluster3.nodes), access="ssh", local_scratch=str(local),
+                 shared_paths=(str(shared),), scratch_user="evaluser")
+    ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store,
+                     profile=Profile(name="test", fio_runtime_s=1, fio_ramp_s=0))
+    rec = StoragePhase(file_sizes=(16 * 2**10,), concurrent_bytes=16 * 2**20).run(ctx)
+    assert rec.gaps == [], rec.gaps
+    assert rec.local.complete and rec.shared[0].complete and rec.local.node == cluster3.nodes[0].name
+    cw = rec.concurrent
+    assert [w.node for w in cw.nodes] == [n.name for n in cluster3.nodes]
+    assert all(w.bytes_written == 16 * 2**20 and w.seconds > 0 and w.mib_s > 0 for w in cw.nodes)
+    assert cw.aggregate_mib_s == pytest.approx(3 * 16 / max(w.seconds for w in cw.nodes))
+    area = next(a for a in scratch_for(ctx).areas() if a.shared)
+    assert sorted(os.listdir(os.path.join(area.path, "concurrent-write"))) == ["node0.bin", "node1.bin", "node2.bin"]
+    moves = scratch_for(ctx).cleanup(ctx.nodes)
+    shared_move = next(m for m in moves if m.path == area.path)
+    assert shared_move.action == "moved" and shared_move.size_bytes >= 3 * 16 * 2**20
+    assert files_outside_trash(local, shared) == []
+    md = render_report(RunView("t", "s", "raw-t", "ssh", {"storage": rec})).markdown
+    assert "### Concurrent write shared fs benchmark" in md and "3-node 16 MiB `O_DIRECT` `dd`" in md
