@@ -163,6 +163,71 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
 
 
+@cli.group()
+def debug() -> None:
+    """Performance debugger workflows: uneven NCCL across nodes, a slow filesystem."""
+
+
+@debug.command("nccl")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml).")
+@click.option("--pairs", "pairs_file", type=click.Path(exists=True, dir_okay=False),
+              help="Use a saved pairwise record (RUN_DIR/pairwise.record.json) instead of measuring.")
+@click.option("--snapshot-all", is_flag=True, help="Snapshot every node, not only the ones the hunt names.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled in each snapshot.")
+def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all: bool, reports_dir: str | None,
+                   sample_seconds: float) -> None:
+    """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
+    from clustereval.analysis.nccl_debug import report_lines
+    from clustereval.app import _progress_printer
+    from clustereval.debug.nccl import debug_nccl
+
+    config = load_config_or_default(config_path)
+    rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
+                            snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
+                            sample_s=sample_seconds, progress=_progress_printer(console))
+    for line in report_lines(rec):
+        out.print(line, markup=False)
+    for gap in rec.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    if rec.evidence_dir:
+        console.print(f"evidence: {rec.evidence_dir}", markup=False)
+    completed = [p for p in rec.pairs if p.busbw_gb_s is not None]
+    sys.exit(0 if completed else 1)
+
+
+@debug.command("fs")
+@click.argument("mount")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--node", "node_name", help="Run on this node (default: the first).")
+@click.option("--runtime-seconds", type=click.IntRange(1, 180), default=5, show_default=True,
+              help="Timed IO per fio run of the quick scan.")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
+              help="How long host iowait is sampled.")
+def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, runtime_seconds: int,
+                 reports_dir: str | None, sample_seconds: float) -> None:
+    """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance."""
+    from clustereval.analysis.fs_debug import report_lines
+    from clustereval.app import _progress_printer
+    from clustereval.debug.fs import debug_fs
+
+    config = load_config_or_default(config_path)
+    rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds,
+                          reports_dir=Path(reports_dir) if reports_dir else None, sample_s=sample_seconds,
+                          progress=_progress_printer(console))
+    for line in report_lines(rec):
+        out.print(line, markup=False)
+    for gap in rec.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    sys.exit(0 if rec.shared is not None and rec.shared.complete else 1)
+
+
 @cli.command()
 @click.argument("path", required=False, default="cluster.toml", type=click.Path(dir_okay=False))
 def init(path: str) -> None:

@@ -16,6 +16,7 @@ Output shape, parsed by ``split_sections``::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from clustereval.records.snapshot import LustreMount, NodeReadings, ToolStatus
@@ -55,6 +56,8 @@ sec stat; head -n 1 /proc/stat; sleep "$sample_s"; head -n 1 /proc/stat; rc 0
 sec hostname; hostname 2>&1; rc $?
 sec kernel; uname -r 2>&1; rc $?
 sec os; sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'; rc 0
+sec system; cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null; rc 0
+probe net 10 ip -o -4 addr show scope global
 sec nvsmi_query
 if command -v nvidia-smi >/dev/null 2>&1; then
   out=$($TMO 20 nvidia-smi --query-gpu=@@QUERY@@ --format=csv 2>&1); r=$?
@@ -234,6 +237,8 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     r.hostname = text_of("hostname").strip().split(".")[0]
     r.kernel = text_of("kernel").strip()
     r.os = text_of("os").strip()
+    r.system_model = " ".join(ln.strip() for ln in text_of("system").splitlines() if ln.strip())
+    r.addresses = [m.group(1) for m in re.finditer(r"\binet (\d+\.\d+\.\d+\.\d+/\d+)", text_of("net"))]
     r.cpu_samples = host.parse_proc_stat(text_of("stat"))
     r.gpus = gpu.parse_query_gpu(text_of("nvsmi_query"))
     smi_q = gpu.parse_smi_q(text_of("nvsmi_q"))
@@ -281,6 +286,7 @@ def _versions(r: NodeReadings, secs: dict[str, Section], host) -> dict[str, str]
     versions = {
         "kernel": r.kernel,
         "OS": r.os,
+        "system model": r.system_model,
         "NVIDIA driver": r.driver_version,
         "CUDA (driver)": r.cuda_driver_version,
         "CUDA toolkit": host.parse_cuda_toolkit(text_of("cuda_toolkit")),

@@ -212,6 +212,8 @@ class NodeReadings:
     hostname: str = ""
     kernel: str = ""
     os: str = ""
+    system_model: str = ""  # DMI vendor and product name: the instance type or server model
+    addresses: list[str] = field(default_factory=list)  # global IPv4 addresses with prefix, "10.0.3.7/24"
     sample_s: float = 0.0
     cpu_samples: list[CpuTimes] = field(default_factory=list)
     gpus: list[GpuQuery] = field(default_factory=list)

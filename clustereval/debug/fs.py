@@ -1,0 +1,162 @@
+"""`clustereval debug fs MOUNT`: a slow filesystem.
+
+1. the snapshot of one node with ``MOUNT`` among its shared paths: fullness, ``lfs df`` OST balance,
+   a hanging mount, host iowait;
+2. a quick ``fio`` scan (the storage phase's six runs, a few seconds each) of ``MOUNT`` and of the
+   local disk, in scratch folders that are moved to trash at the end;
+3. the layout of the scan folder (stripe count and size, OST count);
+4. the verdict (capacity saturated vs I/O pattern) and the guidance, with an evidence bundle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from pathlib import Path
+
+from clustereval.analysis.fs_debug import diagnose, report_lines
+from clustereval.config import Config
+from clustereval.debug.evidence import write_node_bundle
+from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, select_nodes, snapshot_node
+from clustereval.errors import ScratchError, TransportError, UsageError
+from clustereval.phases.base import Profile, ProgressFn, RunContext
+from clustereval.phases.scratch import check_declared, normalize, scratch_for
+from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout
+from clustereval.probes import fio as fio_probe
+from clustereval.records import Gap
+from clustereval.records.debug import FsDebugRecord
+from clustereval.records.storage import MountScan
+from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
+from clustereval.transport.base import Node, Transport
+from clustereval.transport.factory import make_transport, nodes_of
+
+DEFAULT_RUNTIME_S = 5
+
+
+def _signals_for(snap, path: str, mount: str) -> list:  # noqa: ANN001
+    """The snapshot lines about this mount, plus host iowait."""
+    out = []
+    for s in snap.signals:
+        if s.key == "cpu.iowait":
+            out.append(s)
+        elif s.key.startswith(("storage.shared", "storage.lustre")) and s.subject in (path, mount):
+            out.append(s)
+    return out
+
+
+def debug_fs(config: Config, path: str, *, node_name: str | None = None, runtime_s: int = DEFAULT_RUNTIME_S,
+             reports_dir: Path | None = None, sample_s: float = DEFAULT_SAMPLE_S,
+             progress: ProgressFn | None = None, file_sizes: tuple[int, ...] | None = None, ramp_s: int = 1,
+             transport: Transport | None = None, nodes: list[Node] | None = None) -> tuple[FsDebugRecord, RunStore]:
+    if not posixpath.isabs(path):
+        raise UsageError(f"{path}: give the mount as an absolute path", "e.g. clustereval debug fs /fsx")
+    path = normalize(path)
+    transport = transport or make_transport(config)
+    node = select_nodes(list(nodes if nodes is not None else nodes_of(config)), node_name, False)[0]
+    # the user named this mount: it is declared for this workflow's scratch
+    cfg = dataclasses.replace(config, shared_paths=tuple(dict.fromkeys([*config.shared_paths, path])))
+    name = f"{config.name}-debug-fs"
+    store = RunStore.create(Path(reports_dir or config.reports_dir), name)
+    store.save_state(RunState(name=name, stamp=utc_stamp(), profile="debug", phases_planned=["snapshot", "storage"],
+                              started_utc=utc_now_iso(),
+                              config_path=str(Path(config.source).resolve()) if config.source else ""))
+    ctx = RunContext(config=cfg, transport=transport, nodes=[node], store=store,
+                     profile=Profile(name="debug", fio_runtime_s=runtime_s, fio_ramp_s=ramp_s),
+                     eval_python=config.eval_python or "python3")
+    if progress is not None:
+        ctx.progress = progress
+    rec = FsDebugRecord(phase="debug-fs", node=node.name, path=path, runtime_s=runtime_s,
+                        started_utc=utc_now_iso())
+
+    # 1. the snapshot: storage signals of this mount
+    ctx.progress("debug fs", node.name, f"snapshot with {path}", None)
+    snap = snapshot_node(transport, node, python=ctx.eval_python, shared_paths=(path,), sample_s=sample_s)
+    if not snap.reachable:
+        raise TransportError(node.name, snap.error, "`clustereval preflight` checks how the node is reached")
+    assert snap.readings is not None
+    row = next((r for r in snap.readings.shared if r.path == path), None)
+    if row is None:
+        st = snap.readings.tool(f"df {path}")
+        raise UsageError(f"{path} is not readable on {node.name} ({st.error or 'df printed nothing'})",
+                         "check the path exists and is mounted on that node")
+    rec.mount, rec.fstype = row.mount, row.fstype
+    rec.storage_signals = _signals_for(snap, path, row.mount)
+
+    # 2-3. the quick scans and the layout
+    phase = StoragePhase(file_sizes=file_sizes)
+    version = transport.run(node, [phase.fio, "--version"], timeout_s=60)
+    if not version.ok:
+        rec.gaps.append(Gap(phase=rec.phase, node=node.name,
+                            text=f"`fio` is not installed on {node.name}, so {path} and the local disk were not "
+                                 "measured.", plan="install the `fio` package (`apt-get install -y fio` or "
+                                                   "`dnf install -y fio`) and run `clustereval debug fs` again"))
+    else:
+        _scans(ctx, phase, node, rec, path, row.fstype)
+
+    # 4. verdict, guidance, evidence
+    targets: dict[str, float] = {}
+    for t in cfg.targets.storage:
+        if normalize(t.mount) in (path, rec.mount):
+            targets.update(t.bw_mib_s)
+    rec.verdict, rec.facts, rec.guidance = diagnose(
+        path, rec.shared.cells if rec.shared else [], rec.local.cells if rec.local else [],
+        rec.shared.layout if rec.shared else None, rec.storage_signals, targets)
+    extra: dict[str, str] = {}
+    for scan in (rec.local, rec.shared):
+        for cell in scan.cells if scan else []:
+            if cell.raw_json and (store.raw_dir / cell.raw_json).exists():
+                extra[Path(cell.raw_json).name] = (store.raw_dir / cell.raw_json).read_text()
+        for rel in (scan.layout.raw_files if scan and scan.layout else []):
+            if (store.raw_dir / rel).exists():
+                extra[Path(rel).name] = (store.raw_dir / rel).read_text()
+    rec.evidence = str(write_node_bundle(store.raw_dir / "evidence", snap,
+                                         verdict=[rec.guidance[0] if rec.guidance else rec.verdict, *rec.facts],
+                                         extra=extra))
+    rec.finished_utc = utc_now_iso()
+    if rec.gaps:
+        rec.status = "partial"
+    store.save_record("debug-fs", rec)
+    store.write_raw("debug-fs.txt", "\n".join(report_lines(rec)) + "\n")
+    return rec, store
+
+
+def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord, path: str, fstype: str) -> None:
+    """The local disk, then the mount; scratch goes to trash whatever happens."""
+    scratch = scratch_for(ctx)
+    local = normalize(ctx.config.local_scratch)
+    try:
+        for target, shared in ((local, False), (path, True)):
+            scan = MountScan(mount=target, shared=shared, node=node.name, fstype=fstype if shared else "")
+            if shared:
+                rec.shared = scan
+            else:
+                rec.local = scan
+            try:
+                check_declared(ctx.config, target)
+                scratch.require_space(node, target, fio_probe.bytes_written_at_once(max(phase.file_sizes))
+                                      + SPACE_MARGIN_BYTES,
+                                      f"the quick scan's largest run ({fio_probe.NUM_JOBS} jobs x "
+                                      f"{fio_probe.iec_label(max(phase.file_sizes))})")
+                area = scratch.ensure(node, target)
+                phase.scan(ctx, node, area, scan)
+                if shared:
+                    scan.layout = capture_layout(ctx, node, scan, area)
+            except ScratchError as exc:
+                rec.gaps.append(Gap(phase=rec.phase, node=node.name,
+                                    text=f"The quick scan of `{target}` did not run: {exc.message}.",
+                                    plan=exc.hint or "free space or pick another folder, then run it again"))
+            for cell in scan.cells:
+                if cell.error and cell.error != "interrupted":
+                    rec.gaps.append(Gap(phase=rec.phase, node=node.name,
+                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} {cell.rw} "
+                                             f"figures for `{target}`: {cell.error}.",
+                                        plan="read the raw fio output in the run folder"))
+    finally:
+        for move in scratch.cleanup([node]):
+            if move.action == "moved":
+                rec.cleanup.append(f"moved {move.path} ({move.size_bytes} bytes) to {move.moved_to}; "
+                                   "moving does not free the space: empty the trash folder when done")
+            elif move.action == "deleted":
+                rec.cleanup.append(f"deleted {move.path} on the node-local /tmp ({move.size_bytes} bytes)")
+            elif move.action == "failed":
+                rec.cleanup.append(f"could not clear {move.path}: {move.error}")

@@ -1,0 +1,71 @@
+"""What the debug workflows produce: the ranked suspect nodes of an uneven-NCCL hunt, and the
+slow-filesystem diagnosis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clustereval.records import PhaseRecord
+from clustereval.records.snapshot import Signal, SnapshotRecord
+from clustereval.records.storage import MountScan
+
+
+@dataclass
+class PairBusbw:
+    """One node pair's all-reduce bus bandwidth (None: the pair did not complete)."""
+
+    a: str
+    b: str
+    busbw_gb_s: float | None
+    slow: bool = False
+    error: str = ""
+
+
+@dataclass
+class SuspectNode:
+    node: str
+    rank: int  # 1 = most likely
+    straggler: bool = False  # named by the pairwise hunt itself
+    slow_pairs: list[PairBusbw] = field(default_factory=list)
+    num_pairs: int = 0  # pairs this node was measured in
+    concerns: list[Signal] = field(default_factory=list)  # the snapshot's CONCERN lines on this node
+    why: str = ""  # one line: why it ranks where it does
+    evidence: str = ""  # path of its evidence archive
+
+
+@dataclass
+class TopologyFact:
+    source: str  # "scontrol show topology", "subnet", "system model", ...
+    text: str
+    explains: bool = False  # the slow pairs line up with this grouping
+
+
+@dataclass
+class NcclDebugRecord(PhaseRecord):
+    payload_bytes: int = 0
+    backend: str = ""
+    ranks_per_node: int = 0
+    threshold_pct: float = 5.0
+    mean_busbw_gb_s: float = 0.0
+    pairs: list[PairBusbw] = field(default_factory=list)
+    suspects: list[SuspectNode] = field(default_factory=list)
+    topology: list[TopologyFact] = field(default_factory=list)
+    snapshot: SnapshotRecord | None = None
+    evidence_dir: str = ""
+
+
+@dataclass
+class FsDebugRecord(PhaseRecord):
+    node: str = ""
+    mount: str = ""  # the mount point holding the path asked about
+    path: str = ""  # the path asked about
+    fstype: str = ""
+    local: MountScan | None = None  # the quick scan of the local disk
+    shared: MountScan | None = None  # the quick scan of the mount, with its layout
+    runtime_s: int = 0  # timed IO per fio run
+    storage_signals: list[Signal] = field(default_factory=list)  # the snapshot's storage / iowait lines
+    verdict: str = ""  # saturated | pattern | undecided
+    facts: list[str] = field(default_factory=list)
+    guidance: list[str] = field(default_factory=list)
+    cleanup: list[str] = field(default_factory=list)  # where the scratch went, one line per folder
+    evidence: str = ""

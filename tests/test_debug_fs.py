@@ -1,0 +1,93 @@
+"""`clustereval debug fs` with real fio on temp folders and a real, nearly full tmpfs."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+
+import pytest
+
+from clustereval.analysis.fs_debug import report_lines
+from clustereval.config import Config
+from clustereval.debug.fs import debug_fs
+from tests.conftest import run_cli
+from tests.storagehelpers import SMALL_SIZES, files_outside_trash, tmpfs
+
+pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
+                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
+                                reason="fio is not installed")
+
+
+def _config(tmp_path, local) -> Config:
+    return Config(name="t", nodes=("here",), local_scratch=str(local), scratch_user="evaluser",
+                  reports_dir=str(tmp_path / "reports"))
+
+
+def test_quick_scan_layout_verdict_and_evidence(tmp_path):
+    local, shared = tmp_path / "local", tmp_path / "shared"
+    local.mkdir()
+    shared.mkdir()
+    (shared / "dataset.bin").write_bytes(b"d" * 1024)
+    rec, store = debug_fs(_config(tmp_path, local), str(shared), runtime_s=1, sample_s=0.3, file_sizes=SMALL_SIZES,
+                          ramp_s=0)
+    assert rec.gaps == [], rec.gaps
+    assert rec.shared is not None and rec.shared.complete and rec.local is not None and rec.local.complete
+    assert all(c.bw_mib_s > 0 for c in rec.shared.cells + rec.local.cells)
+    assert rec.mount == "/" or rec.path == str(shared)
+    assert rec.verdict == "undecided"  # no operator figures in the config
+    lines = report_lines(rec)
+    text = "\n".join(lines)
+    assert f"`fio` on {shared}, one client, 16 jobs: read / write: 16 KiB " in text
+    assert "is this many times slower than the local disk" in text
+    assert "verdict: undecided until the operator's expected figures" in text
+    assert "async_save" in text and "pin_memory=True" in text
+    assert any("host iowait" in ln for ln in lines)
+    # scratch went to trash on both folders; the user's file is untouched
+    assert files_outside_trash(local, shared) == [str(shared / "dataset.bin")]
+    assert (shared / "dataset.bin").read_bytes() == b"d" * 1024
+    # the shared folder's scratch moved to its trash; the local one (under /tmp here) deleted
+    assert rec.cleanup and all(c.startswith(("moved ", "deleted ")) for c in rec.cleanup)
+    assert any(c.startswith(f"moved {shared}/evaluser/cluster-eval-") for c in rec.cleanup)
+    with tarfile.open(rec.evidence) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"README.txt", "snapshot.txt", "dmesg-xid.txt"} <= names
+    assert any(n.startswith("fio-") and n.endswith(".json") for n in names)
+    assert (store.raw_dir / "debug-fs.record.json").exists()
+
+
+def test_targets_in_the_config_decide_the_verdict(tmp_path):
+    from clustereval.config import StorageTarget, Targets
+
+    local, shared = tmp_path / "local", tmp_path / "shared"
+    local.mkdir()
+    shared.mkdir()
+    # figures no temp folder can reach: the scan is far below them
+    targets = Targets(storage=(StorageTarget(mount=str(shared), bw_mib_s={"256KiB-read": 1e9, "256KiB-write": 1e9}),))
+    cfg = Config(name="t", nodes=("here",), local_scratch=str(local), scratch_user="evaluser",
+                 reports_dir=str(tmp_path / "reports"), targets=targets)
+    rec, _ = debug_fs(cfg, str(shared), runtime_s=1, sample_s=0.3, file_sizes=(256 * 2**10,), ramp_s=0)
+    assert rec.verdict == "saturated"
+    assert any(f.startswith("against the operator's figures: 256 KiB read 0%") for f in rec.facts)
+
+
+def test_a_nearly_full_mount_points_at_capacity(tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    with tmpfs(tmp_path / "full", size="8m") as full:
+        (full / "blob").write_bytes(b"x" * (int(7.7 * 2**20)))
+        rec, _ = debug_fs(_config(tmp_path, local), str(full), runtime_s=1, sample_s=0.3, file_sizes=(2**20,),
+                          ramp_s=0)
+        assert rec.mount == str(full) and rec.fstype == "tmpfs"
+        assert rec.verdict == "saturated"
+        full_lines = [s for s in rec.storage_signals if s.concern and s.key == "storage.shared"]
+        assert full_lines and "% full" in full_lines[0].text
+        # the scan refused to start for lack of room, and said so
+        assert any("did not run" in g.text for g in rec.gaps)
+        assert sorted(p.name for p in full.iterdir()) == ["blob"]
+
+
+def test_a_path_that_is_not_there_is_a_usage_error(tmp_path):
+    proc = run_cli("debug", "fs", str(tmp_path / "nope"), "--reports-dir", str(tmp_path / "r"),
+                   "--sample-seconds", "0.2", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 'nope'} is not readable on" in " ".join(proc.stderr.split())

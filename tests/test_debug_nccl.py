@@ -1,0 +1,123 @@
+"""The uneven-NCCL workflow: ranking and topology facts on hand-built pair results, and the
+workflow over SSH on the namespace cluster (snapshot, evidence bundles, the printed ranking)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+from clustereval.analysis.nccl_debug import grouping_fact, rank_suspects, report_lines, subnet_groups
+from clustereval.config import Config
+from clustereval.debug.nccl import debug_nccl, pairs_from
+from clustereval.probes.slurm_topology import expand_hostlist, parse_node_features, parse_topology
+from clustereval.records.debug import PairBusbw
+from clustereval.records.snapshot import Signal
+from tests.conftest import run_cli
+
+
+def _pairs(values: dict[tuple[str, str], float | None], threshold: float = 5.0) -> list[PairBusbw]:
+    data = {"pairs": [{"a": a, "b": b, "busbw_gb_s": v} for (a, b), v in values.items()], "threshold_pct": threshold}
+    pairs, _, _ = pairs_from(data)
+    return pairs
+
+
+FOUR = {("n0", "n1"): 90.0, ("n0", "n2"): 40.0, ("n0", "n3"): 91.0,
+        ("n1", "n2"): 41.0, ("n1", "n3"): 89.0, ("n2", "n3"): 39.0}
+
+
+def test_slow_flags_follow_the_5_percent_rule():
+    pairs, mean, threshold = pairs_from({"pairs": [{"a": a, "b": b, "busbw_gb_s": v} for (a, b), v in FOUR.items()]})
+    assert threshold == 5.0 and round(mean, 3) == 65.0
+    assert {(p.a, p.b) for p in pairs if p.slow} == {("n0", "n2"), ("n1", "n2"), ("n2", "n3")}
+    pairs, _, _ = pairs_from({"pairs": [{"a": "x", "b": "y", "busbw_gb_s": None}, {"a": "x", "b": "z", "busbw_gb_s": 5}]})
+    assert [p.slow for p in pairs] == [True, False]  # a pair that did not complete is slow
+
+
+def test_ranking_straggler_first_then_independent_then_concerns_only():
+    values = dict(FOUR)
+    values[("n0", "n1")] = 55.0  # a second, independent slow pair between n0 and n1
+    values[("n1", "n3")] = 95.0  # n1's other pairs are faster than n0's: n0 ranks first
+    pairs = _pairs(values)
+    hot = Signal(node="n3", key="gpu.temperature", level="CONCERN", text="temperature 91 °C", subject="gpu0",
+                 threshold=">= 88 °C", pointer="hardware")
+    ranked = rank_suspects(pairs, ["n2"], {"n3": [hot], "n5": [hot, hot]})
+    assert [(s.rank, s.node, s.straggler) for s in ranked] == [(1, "n2", True), (2, "n0", False),
+                                                              (3, "n1", False), (4, "n3", False), (5, "n5", False)]
+    assert ranked[0].why == "named by the pairwise hunt: 3 of 3 pairs slow"
+    assert "1 of them without a named straggler" in ranked[1].why
+    assert "every one of them with a named straggler" in ranked[3].why and ranked[3].concerns == [hot]
+    assert ranked[4].why == "no slow pair; 2 CONCERN lines in its snapshot"
+
+
+def test_ranking_without_hunt_stragglers_uses_slow_pair_counts():
+    ranked = rank_suspects(_pairs(FOUR), [], {})
+    assert ranked[0].node == "n2" and len(ranked[0].slow_pairs) == 3
+    assert rank_suspects(_pairs({("a", "b"): 10.0, ("a", "c"): 10.1}), [], {}) == []
+
+
+def test_switch_grouping_explains_cross_switch_slowness():
+    values = {("n0", "n1"): 90.0, ("n2", "n3"): 91.0, ("n0", "n2"): 50.0, ("n0", "n3"): 51.0,
+              ("n1", "n2"): 49.0, ("n1", "n3"): 50.5}
+    fact = grouping_fact("scontrol show topology", {"n0": "s0", "n1": "s0", "n2": "s1", "n3": "s1"},
+                         _pairs(values), label="switch")
+    assert fact is not None and fact.explains
+    assert fact.text.startswith("nodes by switch: s0: n0, n1; s1: n2, n3; all 4 slow pairs cross switchs") or \
+        "all 4 slow pairs cross" in fact.text
+    same = grouping_fact("subnet", {"n0": "10.0.0.0/24", "n1": "10.0.0.0/24", "n2": "10.0.0.0/24", "n3": "10.0.0.0/24"},
+                         _pairs(FOUR), label="subnet")
+    assert same is not None and not same.explains and "every measured node shares one subnet" in same.text
+    assert subnet_groups({"a": ["10.1.2.3/16"], "b": ["bogus", "192.168.0.9/24"]}) == \
+        {"a": "10.1.0.0/16", "b": "192.168.0.0/24"}
+
+
+def test_slurm_topology_and_features():
+    assert expand_hostlist("gpu[01-03,7],login,rack[1-2]-n[0-1]") == [
+        "gpu01", "gpu02", "gpu03", "gpu7", "login", "rack1-n0", "rack1-n1", "rack2-n0", "rack2-n1"]
+    topo = ("SwitchName=s0 Level=0 LinkSpeed=1 Nodes=tux[0-1]\n"
+            "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=tux[2-3]\n"
+            "SwitchName=s2 Level=1 LinkSpeed=1 Switches=s[0-1] Nodes=tux[0-3]\n")
+    assert parse_topology(topo) == {"tux0": "s0", "tux1": "s0", "tux2": "s1", "tux3": "s1"}
+    blocks = "BlockName=b1 BlockIndex=0 Nodes=gpu[1-2] BlockSize=2\nBlockName=b2 BlockIndex=1 Nodes=gpu[3-4] BlockSize=2\n"
+    assert parse_topology(blocks) == {"gpu1": "b1", "gpu2": "b1", "gpu3": "b2", "gpu4": "b2"}
+    nodes = ("NodeName=tux0 Arch=x86_64 CoresPerSocket=32 ActiveFeatures=h100,rack3 AvailableFeatures=h100,rack3\n"
+             "NodeName=tux1 Arch=x86_64 ActiveFeatures=(null) AvailableFeatures=(null)\n")
+    assert parse_node_features(nodes) == {"tux0": "h100,rack3"}
+
+
+def _config(cluster, tmp_path) -> Config:
+    return Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes), ssh=cluster.ssh_settings(),
+                  shared_paths=(str(cluster.shared_dir),), eval_python="python3", reports_dir=str(tmp_path / "reports"))
+
+
+def test_workflow_from_saved_pairs_on_the_namespace_cluster(cluster3, tmp_path):
+    n0, n1, n2 = (n.name for n in cluster3.nodes)
+    saved = tmp_path / "pairwise.record.json"
+    saved.write_text(json.dumps({"phase": "pairwise", "backend": "gloo", "ranks_per_node": 1, "threshold_pct": 5.0,
+                                 "pairs": [{"a": n0, "b": n1, "busbw_gb_s": 1.20}, {"a": n0, "b": n2, "busbw_gb_s": 0.31},
+                                           {"a": n1, "b": n2, "busbw_gb_s": 0.30}],
+                                 "stragglers": [n2]}))
+    rec, store = debug_nccl(_config(cluster3, tmp_path), pairs_file=saved, transport=cluster3.transport(),
+                            nodes=cluster3.cluster_nodes(), sample_s=0.3)
+    assert [s.node for s in rec.suspects][0] == n2 and rec.suspects[0].straggler
+    # the named nodes (n2 and its slow partners n0, n1) were snapshotted on the nodes themselves
+    assert {s.node for s in rec.snapshot.nodes} == {n0, n1, n2}
+    assert all(s.hostname == s.node for s in rec.snapshot.nodes)
+    lines = report_lines(rec)
+    text = "\n".join(lines)
+    assert f"  1. {n2}: named by the pairwise hunt: 2 of 2 pairs slow" in text
+    assert f"pair {n0} + {n2}: 0.31 GB/s (-48.6% vs the mean)" in text
+    assert "[address subnet] every measured node shares one subnet" in text
+    # Slurm is not running here: the fact says why it could not be read
+    assert "[slurm] no Slurm topology: `scontrol` is not installed" in text or \
+        "[slurm] `scontrol show topology` failed on" in text
+    # an evidence bundle per suspect, with the pair results and the snapshot's raw outputs
+    archive = rec.suspects[0].evidence
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {f"{n2}/pairs.json", f"{n2}/snapshot.txt", f"{n2}/dmesg-xid.txt", f"{n2}/README.txt"} <= names
+    assert (store.raw_dir / "debug-nccl.record.json").exists() and (store.raw_dir / "debug-nccl.txt").exists()
+
+
+def test_cli_needs_two_nodes_or_saved_pairs(tmp_path):
+    proc = run_cli("debug", "nccl", cwd=tmp_path, env={"HOME": str(tmp_path)}, timeout=60)
+    assert proc.returncode == 2 and "needs at least 2 nodes" in proc.stderr
