@@ -13,7 +13,14 @@ from pathlib import Path
 from rich.console import Console
 
 from clustereval.config import Config
-from clustereval.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from clustereval.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClusterEvalError,
+    UsageError,
+)
 from clustereval.phases.base import PROFILES, RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.records.scratch import ScratchMove
@@ -21,7 +28,7 @@ from clustereval.report.cleanup import cleanup_lines
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
-from clustereval.transport.factory import make_transport, nodes_of
+from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
 def _select_phases(phase_list: str | None) -> list[str]:
@@ -73,6 +80,7 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
 def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
               reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
     nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     if resume_dir:
         store = RunStore.open(resume_dir)
         state = store.load_state()
@@ -125,6 +133,7 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
     in_main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     try:
+        ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
         return scratch.cleanup(ctx.nodes)
     finally:
         if in_main:
@@ -134,11 +143,15 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
 def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console) -> int:
     """``clustereval cleanup RUN_DIR``: move whatever scratch the run left (it recorded every folder)."""
     store = RunStore.open(run_dir)
-    scratch = Scratch(config, make_transport(config), store)
-    if not scratch.areas():
-        out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
-        return EXIT_OK
-    moves = scratch.cleanup(nodes_of(config))
+    transport = make_transport(config)
+    try:
+        scratch = Scratch(config, transport, store)
+        if not scratch.areas():
+            out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
+            return EXIT_OK
+        moves = scratch.cleanup(nodes_of(config, transport))
+    finally:
+        transport.close()
     for line in cleanup_lines(moves, str(store.raw_dir)):
         out.print(line, markup=False)
     if all(m.action == "absent" for m in moves):
@@ -192,29 +205,40 @@ def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightR
 
 def preflight_only(config: Config, *, console: Console, out: Console) -> int:
     """`clustereval preflight`: the gate alone. Writes nothing under reports/; what it ships to the
-    nodes (the package copy for the gloo check) is cleared again."""
+    nodes (the package copy for the gloo check) is removed again."""
+
+
     transport = make_transport(config)
     try:
         return _preflight_with(transport, config, console=console, out=out)
     finally:
-        transport.close()
+        transport.close()  # gives back a Slurm allocation preflight asked for
 
 
 def _preflight_with(transport: Transport, config: Config, *, console: Console, out: Console) -> int:
     import tempfile
 
     from clustereval.phases.preflight import PreflightPhase
+    from clustereval.phases.remote import node_scratch
 
     nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     with tempfile.TemporaryDirectory(prefix="clustereval-preflight-") as tmp:
         store = RunStore.create(Path(tmp), config.name)
         store.save_state(RunState(name=config.name, stamp=utc_stamp(), profile="standard"))
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console))
-        try:
-            record = PreflightPhase().run(ctx)
-        finally:
-            clear_scratch(ctx)  # the package copy shipped for the gloo check
+        record = PreflightPhase().run(ctx)
+        shipped = ctx.records.get("_shipped", {})
+        if shipped and transport.method != "local":
+            scratch = node_scratch(ctx)
+            for node in nodes:
+                if node.name in shipped:
+                    try:  # our own package copy only; the run folder on the node is left if anything else is in it
+                        transport.run(node, ["sh", "-c", 'rm -rf -- "$1/pkg" && rmdir -- "$1" 2>/dev/null; true',
+                                             "sh", scratch], timeout_s=30)
+                    except ClusterEvalError:
+                        pass
     show_preflight(record, out)
     if record.passed:
         out.print(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready", markup=False)

@@ -97,6 +97,7 @@ class Config:
     install_packages: bool = True  # install missing host packages (fio, infiniband-diags, ...)
     nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL_* overrides the operator asks for
     rdzv_port: int = 29500  # rendezvous port on the first hostfile node
+    cpu_ranks_per_node: int = 2  # gloo ranks per node for the network phases when a node has no GPU
     reports_dir: str = "reports"
     targets: Targets = field(default_factory=Targets)
     source: str = ""  # the cluster.toml path this came from; "" for the built-in default

@@ -18,6 +18,7 @@ from clustereval.config import (
     IMPLEMENTED_ACCESS,
     Config,
     HostEntry,
+    SlurmConfig,
     SshConfig,
     StorageTarget,
     Targets,
@@ -36,7 +37,7 @@ STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-r
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
             "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
-            "reports_dir", "ssh", "slurm", "nccl_env", "targets")
+            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
@@ -316,6 +317,9 @@ class _Loader:
         rdzv = self.port(data, "rdzv_port", hint="the rendezvous port on the first hostfile node, e.g. 29500")
         if rdzv is not None:
             kw["rdzv_port"] = rdzv
+        cpu_ranks = self.positive(data, "cpu_ranks_per_node")
+        if cpu_ranks is not None:
+            kw["cpu_ranks_per_node"] = int(cpu_ranks)
         reports = self.get(data, "reports_dir", str)
         if reports is not None:
             if reports.strip() and "\n" not in reports:
@@ -323,16 +327,9 @@ class _Loader:
             else:
                 self.problem(("reports_dir",), "reports_dir must be a directory path")
 
-        slurm_table = self.get(data, "slurm", dict, what="a table ([slurm])")
-        if slurm_table is not None:
-            slurm, slurm_problems = slurm_config_from_table(slurm_table)
-            for key, message, hint in slurm_problems:
-                self.problem(("slurm", key), message, hint)
+        slurm = self._slurm(data)
+        if slurm is not None:
             kw["slurm"] = slurm
-            self.given += [f"slurm.{k}" for k in slurm_table]
-        elif access == "slurm":
-            kw["slurm"] = slurm_config_from_table({})[0]
-
         ssh = self._ssh(data, base_dir)
         if ssh is not None:
             kw["ssh"] = ssh
@@ -348,7 +345,7 @@ class _Loader:
 
         if self.problems:
             return None
-        if "nodes" not in kw and kw.get("access", "local") == "local":  # no node list: this machine
+        if "nodes" not in kw and access != "slurm":  # access = "local" with no node list: this machine
             import socket
 
             kw["nodes"] = (socket.gethostname().split(".")[0] or "localhost",)
@@ -358,6 +355,7 @@ class _Loader:
     def _nodes(self, data: dict, hosts: list[HostEntry] | None) -> list[str] | None:
         items = self.string_list(data, "nodes")
         if items is None:
+            # with Slurm the allocation names the nodes (scontrol show hostnames)
             if "nodes" not in data and data.get("access", "local") not in ("local", "slurm"):
                 example = ", ".join(f'"{h.address}"' for h in hosts[:4]) if hosts else '"gpu-a", "gpu-b"'
                 self.problem(("access",), "nodes is missing: every node identity is needed",
@@ -399,6 +397,17 @@ class _Loader:
         hosts, problems = parse_hostfile(text, display)
         self.problems.extend(problems)
         return path, hosts, not problems, display
+
+    def _slurm(self, data: dict) -> SlurmConfig | None:
+        """``[slurm]`` (the checks live beside the schema in ``config.slurm_config_from_table``)."""
+        table = self.get(data, "slurm", dict, what="a table ([slurm])")
+        if table is None:
+            return None
+        self.given.extend(f"slurm.{key}" for key in table)
+        cfg, problems = slurm_config_from_table(table)
+        for key, message, hint in problems:
+            self.problem(("slurm", key), message, hint)
+        return None if problems else cfg
 
     def _ssh(self, data: dict, base_dir: Path) -> SshConfig | None:
         table = self.get(data, "ssh", dict, what="a table ([ssh])")

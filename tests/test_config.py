@@ -270,13 +270,36 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
 
 
-def test_slurm_table_loads_and_its_problems_have_lines(tmp_path):
-    cfg = load_config(write(tmp_path, 'access = "slurm"\n\n[slurm]\npartition = "gpu"\nnodes = 2\n'))
-    assert cfg.access == "slurm" and cfg.slurm.partition == "gpu" and cfg.slurm.nodes == 2 and cfg.nodes == ()
-    path = write(tmp_path, 'access = "slurm"\n\n[slurm]\nnodes = 0\ntime_limit = "soon"\n')
+def test_slurm_table_loads_and_needs_no_hostfile(tmp_path):
+    from clustereval.configload import load_config
+
+    path = write(tmp_path, 'access = "slurm"\n\n[slurm]\npartition = "gpu"\nnodes = 4\ngpus_per_node = 8\n'
+                           'time_limit = "01:30:00"\naccount = "ml"\nsrun_args = ["--mpi=none"]\n')
+    cfg = load_config(path)
+    assert cfg.access == "slurm" and cfg.nodes == ()
+    assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.gpus_per_node, cfg.slurm.time_limit,
+            cfg.slurm.account, cfg.slurm.srun_args) == ("gpu", 4, 8, "01:30:00", "ml", ("--mpi=none",))
+    assert "slurm.partition" in cfg.given
+
+
+def test_slurm_table_problems_have_lines(tmp_path):
+    path = write(tmp_path, 'access = "slurm"\n[slurm]\nnodes = 0\ntime_limit = "soon"\npartion = "gpu"\n')
     msgs = problems(path)
-    assert msgs[0].startswith(f"{path}:4: [slurm] nodes must be an integer >= 1")
-    assert msgs[1].startswith(f"{path}:5: [slurm] time_limit 'soon' is not a Slurm time")
+    assert msgs[0].startswith(f"{path}:3: [slurm] nodes must be an integer >= 1, not 0")
+    assert msgs[1].startswith(f"{path}:4: [slurm] time_limit 'soon' is not a Slurm time")
+    assert msgs[2].startswith(f"{path}:5: unknown key `partion` in [slurm]")
+
+
+def test_template_slurm_example_is_valid_when_uncommented(tmp_path):
+    lines = template_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("# [slurm]"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("# "))
+    body = [ln[2:] for ln in lines[start:end]]
+    path = tmp_path / "cluster.toml"
+    path.write_text('access = "slurm"\n' + "\n".join(body) + "\n")
+    cfg = load_config(path)
+    assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.job_id, cfg.slurm.salloc_args) == (
+        "gpu", 2, "123456", ("--exclusive",))
 
 
 def test_readme_sample_config_loads(tmp_path):

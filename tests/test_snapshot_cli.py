@@ -118,3 +118,20 @@ def test_evidence_is_written_only_where_asked(tmp_path):
     # a second call never overwrites the first
     (again,) = write_snapshot_evidence(tmp_path / "ev", record)
     assert again != archive and archive.exists()
+
+
+def test_a_hostile_shared_path_is_data_not_shell(tmp_path):
+    """Paths reach the collection script as arguments: spaces, quotes and $(...) stay literal."""
+    from clustereval.debug.snapshot import snapshot_node
+    from clustereval.transport.base import Node
+    from clustereval.transport.local import LocalTransport
+
+    evil = tmp_path / "a b;'\"$(touch PWNED)`touch PWNED2`"
+    evil.mkdir()
+    before = tree_state(tmp_path)
+    snap = snapshot_node(LocalTransport(), Node("here", "here"), shared_paths=(str(evil),), sample_s=0.2)
+    assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists() and not Path("PWNED2").exists()
+    assert tree_state(tmp_path) == before
+    assert snap.readings is not None and f"df {evil}" in snap.readings.status
+    (row,) = [r for r in snap.readings.shared if r.path == str(evil)]
+    assert row.size_bytes > 0

@@ -42,3 +42,22 @@ def test_a_dead_node_is_a_concern_and_the_rest_go_on(cluster3):
     (sig,) = dead.signals
     assert sig.level == "CONCERN" and "not snapshotted" in sig.text and "clustereval preflight" in sig.pointer
     assert record.nodes[0].reachable and record.nodes[2].reachable
+
+
+def test_snapshot_all_nodes_through_slurm(slurm_cluster):
+    from clustereval.config import SlurmConfig
+    from clustereval.transport.slurm import SlurmTransport
+
+    t = SlurmTransport(SlurmConfig(partition="debug", nodes=3, time_limit="10", wait_s=20))
+    try:
+        nodes = t.nodes()
+        record = collect(Config(name="t", access="slurm", nodes=tuple(n.name for n in nodes)), t, nodes,
+                         sample_s=0.3)
+    finally:
+        t.close()
+    assert [n.node for n in record.nodes] == slurm_cluster.node_names
+    for snap in record.nodes:
+        assert snap.reachable, snap.error
+        assert snap.hostname == snap.node  # srun ran the script on that node
+        assert {"cpu.iowait", "storage.root", "xid"} <= {s.key for s in snap.signals}
+    assert [s.level for s in record.drift] == ["OK"]

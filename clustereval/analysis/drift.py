@@ -7,7 +7,7 @@ there, so "not found" on the host is a difference worth knowing, not by itself a
 
 from __future__ import annotations
 
-from clustereval.analysis.snapshot import POINT_VERSIONS
+from clustereval.analysis.snapshot_rules import POINT_VERSIONS
 from clustereval.records.snapshot import Signal
 
 NOT_FOUND = "not found"

@@ -71,6 +71,9 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
         user = f", user {config.ssh.user}" if config.ssh.user else ""
         peers = "; passwordless SSH between nodes checked below" if multi else ""
         items.append(ChecklistItem("SSH / launcher details", True, f"{port}{user}{peers}"))
+    elif config.access == "slurm":
+        items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
+                                   "the allocation is checked below"))
     else:
         items.append(ChecklistItem("SSH / launcher details", True, "not needed: local exec"))
     if config.gpus_per_node is not None:
@@ -141,6 +144,8 @@ class Preflight:
                     rec.gaps.append(Gap(PHASE, f"Missing before the eval can start: {item.need}.", item.hint))
             return rec
         steps = [self._reach, self._node_facts]
+        if self.cfg.access == "slurm":
+            steps.insert(0, self._allocation)
         if self.multi:
             steps += [self._tcp, self._gloo]
         for step in steps:
@@ -164,12 +169,25 @@ class Preflight:
     def _run(self, node: Node, argv: list[str], timeout_s: float = 30) -> CommandResult:
         return self.ctx.transport.run(node, argv, timeout_s=timeout_s)
 
+    # -- 0. Slurm: the allocation exists and covers the nodes ---------------------------------
+    def _allocation(self) -> bool:
+        check = getattr(getattr(self.ctx.transport, "inner", self.ctx.transport), "allocation_check", None)
+        if check is None:
+            return True
+        t0 = time.monotonic()
+        ok, detail = check(self.nodes)
+        self._probe(ProbeResult("slurm", "all nodes", ok, detail, round(time.monotonic() - t0, 2)))
+        if not ok:
+            self.rec.gaps.append(Gap(PHASE, f"{detail}.", "start an allocation that holds every node (salloc) "
+                                     "or set [slurm] nodes so clustereval asks for one"))
+        return ok
+
     # -- 1. every node answers ------------------------------------------------------------------
     def _reach(self) -> bool:
-        self._progress("all nodes", f"{'SSH' if self.cfg.access == 'ssh' else 'exec'} `hostname` on "
+        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun'}.get(self.cfg.access, 'exec')} `hostname` on "
                        f"{len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}")
         errors: dict[str, TransportError] = {}
-        kind = "ssh" if self.cfg.access == "ssh" else "exec"
+        kind = {"ssh": "ssh", "slurm": "srun"}.get(self.cfg.access, "exec")
 
         def one(node: Node) -> None:
             t0 = time.monotonic()

@@ -22,7 +22,7 @@ class ChecklistItem:
 class ProbeResult:
     """One reachability probe: SSH hostname, TCP to the rendezvous, gloo all-reduce."""
 
-    kind: str  # "ssh" | "exec" (local) | "tcp" | "gloo" | "peer-ssh" | "paths"
+    kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "tcp" | "gloo" | "peer-ssh" | "paths"
     node: str
     ok: bool
     detail: str = ""  # the hostname that came back, or the one-line error
