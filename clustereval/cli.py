@@ -80,8 +80,9 @@ def lint(report: str) -> None:
 
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="cluster.toml (default: ./cluster.toml, else this machine alone).")
-@click.option("--profile", type=click.Choice(["quick", "standard"]), default="standard", show_default=True,
-              help="standard = the published recipe; quick shortens it and the report says how.")
+@click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default="standard", show_default=True,
+              help="standard = the published recipe; quick shortens it and the report says how; "
+                   "smoke rehearses the whole pipeline in about a minute (figures too small to judge by).")
 @click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue RUN_DIR from its first unfinished phase.")
 @click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")

@@ -54,6 +54,7 @@ class StoragePhase:
                  concurrent_bytes: int = CONCURRENT_BYTES) -> None:
         # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
         # writes 1 GiB per node in the concurrent write
+        self._explicit = file_sizes is not None, concurrent_bytes != CONCURRENT_BYTES
         self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
         self.fio = fio
         self.concurrent_bytes = concurrent_bytes
@@ -62,6 +63,10 @@ class StoragePhase:
         return True
 
     def run(self, ctx: RunContext) -> StorageRecord:
+        if ctx.profile.fio_file_sizes and not self._explicit[0]:
+            self.file_sizes = ctx.profile.fio_file_sizes
+        if ctx.profile.concurrent_write_bytes and not self._explicit[1]:
+            self.concurrent_bytes = ctx.profile.concurrent_write_bytes
         rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
                             targets=list(ctx.config.targets.storage))
