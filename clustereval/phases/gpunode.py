@@ -98,8 +98,8 @@ def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
     out.gpus = parse_gpu_rows(res.stdout) if res.ok else []
     if not out.gpus:
         why = (res.stderr or res.stdout).strip().splitlines()
-        out.error = "`nvidia-smi` is not installed" if res.rc == 127 else (
-            why[-1][:200] if why else "`nvidia-smi` lists no GPU")
+        out.error = "nvidia-smi is not installed" if res.rc == 127 else (
+            why[-1][:200] if why else "nvidia-smi lists no GPU")
     return out
 
 
