@@ -6,6 +6,7 @@ nodes meet at the first node's address, exactly as on a cluster (gloo on CPU ins
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 
@@ -15,6 +16,7 @@ from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.pairwise import run_pairwise
 from clustereval.phases.torchrun import launch, probe_nodes
 from clustereval.store import RunState, RunStore
+from tests.conftest import run_cli
 
 SMALL = Profile(name="quick", allreduce_max_bytes=64 * 1024)
 
@@ -84,3 +86,20 @@ def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
     assert not res.info.ok
     assert res.info.diagnosis == "unreachable-port", res.info.diagnosis_text
     assert cluster3.nodes[1].name in res.info.diagnosis_text
+
+
+def test_pairwise_command_over_ssh(tmp_path, netns_cluster):
+    cluster = netns_cluster(2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=port, eval_python=sys.executable,
+                                cpu_ranks_per_node=1, reports_dir=str(tmp_path / "reports"))
+    proc = run_cli("pairwise", "--config", str(path), "--payload-mib", "1", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 MiB all-reduce, 2 ranks per pair (gloo), 1 pairs in 1 rounds" in proc.stdout
+    names = [n.name for n in cluster.nodes]
+    assert f"{names[0]} + {names[1]}:" in proc.stdout and "GBps" in proc.stdout
+    (raw,) = (tmp_path / "reports").glob("raw-*-pairwise-*")
+    data = json.loads((raw / "pairwise.record.json").read_text())
+    assert data["num_rounds"] == 1 and data["pairs"][0]["busbw_gb_s"] > 0
