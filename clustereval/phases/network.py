@@ -37,7 +37,7 @@ MIN_BYTES = 32 * KIB
 CPU_MAX_BYTES = 4 * MIB  # gloo over loopback / TCP: small payloads only
 CONNECTIVITY_TIMEOUT_S = 300
 SWEEP_TIMEOUT_S = 1800
-NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET"}
+NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET,P2P,SHM,NVLS"}
 WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
 TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
 
