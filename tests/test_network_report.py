@@ -136,3 +136,13 @@ def test_failed_launcher_is_a_torchrun_problem_not_the_network():
     (torchrun,) = [f for f in findings if f.subsystem == "torchrun"]
     assert torchrun.category == "underperforming" and "nobody hosted" in torchrun.text
     assert not any(f.subsystem == "fabric" and "unhealthy" in f.text for f in findings)
+
+
+def test_connectivity_toc_line_links_to_the_second_introduction():
+    doc = Document()
+    doc.toc_here()
+    doc.heading(2, "Compute")
+    doc.heading(3, "Introduction", toc=False)
+    render_network(view_for(["n0"], intra_peaks=[345.0]), doc)
+    md = doc.render()
+    assert "[Intra-node connectivity](#introduction-1)" in md

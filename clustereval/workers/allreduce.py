@@ -30,7 +30,9 @@ from clustereval.workers.distcommon import (
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-MODES = ("back-to-back", "blocking")
+# back-to-back: the nccl-tests way (CUDA-graph replay up to --graph-max-bytes); eager: back-to-back
+# without graphs (only where back-to-back used one, for comparison); blocking: one call at a time
+MODES = ("back-to-back", "eager", "blocking")
 
 
 def payloads(min_bytes: int, max_bytes: int) -> list[int]:
@@ -149,7 +151,8 @@ class GraphReplay:
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: the process group's watchdog thread may query CUDA events during the capture
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             for _ in range(calls):
                 dist.all_reduce(t)
         torch.cuda.synchronize()
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
     ap.add_argument("--min-bytes", type=int, default=32 * KIB)
     ap.add_argument("--max-bytes", type=int, default=16 * GIB)
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated: back-to-back, blocking")
+    ap.add_argument("--modes", default="back-to-back,blocking", help="comma-separated: " + ", ".join(MODES))
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20, help="timed calls at least")
     ap.add_argument("--min-time-s", type=float, default=0.05, help="back-to-back: time at least this long")
@@ -281,10 +284,13 @@ def main(argv: list[str] | None = None) -> int:
                 if rank == 0:
                     emit("graph-unavailable", error=graph_error)
         for mode in modes:
-            if mode == "back-to-back":
+            if mode == "eager" and not (use_graph and graphs_ok):
+                continue  # identical to back-to-back where no graph is used
+            if mode in ("back-to-back", "eager"):
+                graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
                 sec, count, method, _ = time_back_to_back(
                     t, timer, warmup=args.warmup, iters=args.iters, min_time_s=args.min_time_s,
-                    max_iters=args.max_iters, graph_calls=args.graph_calls if (use_graph and graphs_ok) else 0)
+                    max_iters=args.max_iters, graph_calls=graph_calls)
             else:
                 sec, count = time_blocking(t, timer, warmup=args.warmup, iters=args.iters)
                 method = "barrier+sync"
