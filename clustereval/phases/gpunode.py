@@ -58,9 +58,10 @@ def plan_for(ctx: RunContext) -> MatmulPlan:
     extra = ctx.records.get("_matmul_plan")
     if isinstance(extra, MatmulPlan):
         return extra
-    if ctx.profile.matmul_seconds_per_shape:
-        return MatmulPlan(sustain_s=ctx.profile.matmul_seconds_per_shape)
-    return MatmulPlan()
+    seconds = ctx.profile.matmul_seconds_per_shape
+    if ctx.profile.name == "smoke":  # a rehearsal: the small reference grid, short sustained timings
+        return MatmulPlan(grid="anchors", coarse_budget=64, settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+    return MatmulPlan(sustain_s=seconds) if seconds else MatmulPlan()
 
 
 @dataclass

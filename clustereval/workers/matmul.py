@@ -191,6 +191,11 @@ class Nvml:
                 return "?"
 
 
+def _sig(value: float, digits: int = 6) -> float:
+    """``digits`` significant figures: 807.531 on a GPU, 6.53e-05 on a CPU stand-in (never 0)."""
+    return float(f"{value:.{digits}g}")
+
+
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -348,8 +353,8 @@ class Bench:
         seconds, _ = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)), spec.duty)
         t1 = time.monotonic()
         mean, median, best = summarize_times(shape, seconds)
-        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=round(mean, 4),
-                             median_tflops=round(median, 4), max_tflops=round(best, 4), iterations=count,
+        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=_sig(mean),
+                             median_tflops=_sig(median), max_tflops=_sig(best), iterations=count,
                              kernel_s=round(sum(seconds), 6), wall_s=round(time.perf_counter() - wall0, 4))
         if self.sampler is not None:
             for key, value in self.sampler.window(t0, t1).items():
