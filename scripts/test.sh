@@ -9,9 +9,10 @@ export PIP_BREAK_SYSTEM_PACKAGES=1
 
 apt-get update
 # fio: storage tests; openssh-server/-client + iproute2 + util-linux (unshare, mount): the
-# namespace cluster; tar: file copies over SSH; slurm-wlm + munge: the local Slurm cluster
+# namespace cluster; tar: file copies over SSH; slurm-wlm + munge: the local Slurm cluster;
+# infiniband-diags + rdma-core: what `clustereval run` installs on a node that lacks them
 apt-get install -y --no-install-recommends fio openssh-server openssh-client iproute2 util-linux procps tar \
-    ca-certificates slurm-wlm munge
+    ca-certificates slurm-wlm munge infiniband-diags rdma-core
 if ! python3 -m pip --version >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends python3 python3-pip
 fi
