@@ -158,9 +158,10 @@ def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
 def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     lo, hi = _payload_range(ar)
     backend = ar.intra[0].backend if ar.intra else (ar.inter.backend if ar.inter else "")
-    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls issued back to back between two CUDA "
-              "events (payloads up to 64 MiB replayed from a CUDA graph so the CPU's launch overhead does not "
-              "count), the time per call taken from the slowest rank" if backend == "nccl"
+    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls (and at least 0.1 s of them) issued "
+              "back to back between two CUDA events, the time per call taken from the slowest rank; payloads up "
+              "to 64 MiB are also replayed from a CUDA graph, where the CPU's launch overhead does not count, "
+              "and the table shows the faster of the two timings" if backend == "nccl"
               else "timed over at least 20 calls issued back to back after 5 warm-ups, the slowest rank's time")
     counts = []
     if ar.intra:
