@@ -13,7 +13,14 @@ from pathlib import Path
 from rich.console import Console
 
 from clustereval.config import Config
-from clustereval.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from clustereval.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClusterEvalError,
+    UsageError,
+)
 from clustereval.phases.base import PROFILES, RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.records.scratch import ScratchMove
@@ -21,7 +28,7 @@ from clustereval.report.cleanup import cleanup_lines
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
-from clustereval.transport.factory import make_transport, nodes_of
+from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
 def _select_phases(phase_list: str | None) -> list[str]:
@@ -73,6 +80,7 @@ def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir
 def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
               reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
     nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     if resume_dir:
         store = RunStore.open(resume_dir)
         state = store.load_state()
@@ -89,6 +97,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
 
     def on_phase(name: str, status: str) -> None:
         console.print(f"[{name}] {status}", markup=False)
+        if name == "preflight" and status != "start" and "preflight" in ctx.records:
+            show_preflight(ctx.records["preflight"], out)
 
     with _Interrupts(ctx.stop, console):
         try:
@@ -107,7 +117,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         out.print(f"interrupted: resume with `clustereval run --resume {store.raw_dir}`", markup=False)
         return EXIT_INTERRUPTED
     if outcome.gate_failed:
-        return EXIT_FAILED
+        pre = ctx.records.get("preflight")
+        return EXIT_USAGE if pre is not None and pre.missing else EXIT_FAILED
     return EXIT_OK
 
 
@@ -122,6 +133,7 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
     in_main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     try:
+        ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
         return scratch.cleanup(ctx.nodes)
     finally:
         if in_main:
@@ -131,16 +143,108 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
 def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console) -> int:
     """``clustereval cleanup RUN_DIR``: move whatever scratch the run left (it recorded every folder)."""
     store = RunStore.open(run_dir)
-    scratch = Scratch(config, make_transport(config), store)
-    if not scratch.areas():
-        out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
-        return EXIT_OK
-    moves = scratch.cleanup(nodes_of(config))
+    transport = make_transport(config)
+    try:
+        scratch = Scratch(config, transport, store)
+        if not scratch.areas():
+            out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
+            return EXIT_OK
+        moves = scratch.cleanup(nodes_of(config, transport))
+    finally:
+        transport.close()
     for line in cleanup_lines(moves, str(store.raw_dir)):
         out.print(line, markup=False)
     if all(m.action == "absent" for m in moves):
         out.print("every scratch folder of this run is already cleared", markup=False)
     return EXIT_FAILED if any(m.action == "failed" for m in moves) else EXIT_OK
+
+
+# ---- preflight ------------------------------------------------------------------------------------
+
+
+def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightRecord
+    """The checklist and the probes as tables, then what is missing or failed, one line each."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Preflight checklist", title_justify="left", show_lines=False)
+    table.add_column("need")
+    table.add_column("status")
+    table.add_column("value / what to supply")
+    for item in record.checklist:
+        status = "known" if item.known else ("missing" if item.required else "optional, not given")
+        style = "" if item.known else ("bold red" if item.required else "yellow")
+        table.add_row(escape(item.need), f"[{style}]{status}[/]" if style else status,
+                      escape(item.value if item.known or not item.hint else (item.value or item.hint)))
+    out.print(table)
+    if record.probes:
+        probes = Table(title="Reachability", title_justify="left")
+        for col in ("probe", "node", "result", "detail", "seconds"):
+            probes.add_column(col, justify="right" if col == "seconds" else "left")
+        for p in record.probes:
+            result = "skipped" if p.skipped else ("ok" if p.ok else ("FAILED" if p.gating else "not working"))
+            style = "" if p.ok or p.skipped else ("bold red" if p.gating else "yellow")
+            probes.add_row(p.kind, escape(p.node), f"[{style}]{result}[/]" if style else result, escape(p.detail),
+                           f"{p.seconds:.2f}")
+        out.print(probes)
+    if record.rendezvous_fixes:
+        for fix in record.rendezvous_fixes:
+            out.print(f"rendezvous fix: {fix}", markup=False)
+    if record.final_env:
+        sources = ", ".join(f"{k}={v} ({record.env_source.get(k, '')})" for k, v in record.final_env.items())
+        out.print(f"NCCL environment: {sources}", markup=False)
+    if record.missing:
+        out.print("missing before the eval can start:", markup=False)
+        for item in record.checklist:
+            if item.need in record.missing:
+                out.print(f"  - {item.need}: {item.hint}", markup=False)
+    for gap in record.gaps:
+        if not record.missing:
+            out.print(f"- {gap.text} (plan: {gap.plan})" if gap.plan else f"- {gap.text}", markup=False)
+
+
+def preflight_only(config: Config, *, console: Console, out: Console) -> int:
+    """`clustereval preflight`: the gate alone. Writes nothing under reports/; what it ships to the
+    nodes (the package copy for the gloo check) is removed again."""
+
+
+    transport = make_transport(config)
+    try:
+        return _preflight_with(transport, config, console=console, out=out)
+    finally:
+        transport.close()  # gives back a Slurm allocation preflight asked for
+
+
+def _preflight_with(transport: Transport, config: Config, *, console: Console, out: Console) -> int:
+    import tempfile
+
+    from clustereval.phases.preflight import PreflightPhase
+    from clustereval.phases.remote import node_scratch
+
+    nodes = nodes_of(config, transport)
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
+    with tempfile.TemporaryDirectory(prefix="clustereval-preflight-") as tmp:
+        store = RunStore.create(Path(tmp), config.name)
+        store.save_state(RunState(name=config.name, stamp=utc_stamp(), profile="standard"))
+        ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
+                         progress=_progress_printer(console))
+        record = PreflightPhase().run(ctx)
+        shipped = ctx.records.get("_shipped", {})
+        if shipped and transport.method != "local":
+            scratch = node_scratch(ctx)
+            for node in nodes:
+                if node.name in shipped:
+                    try:  # our own package copy only; the run folder on the node is left if anything else is in it
+                        transport.run(node, ["sh", "-c", 'rm -rf -- "$1/pkg" && rmdir -- "$1" 2>/dev/null; true',
+                                             "sh", scratch], timeout_s=30)
+                    except ClusterEvalError:
+                        pass
+    show_preflight(record, out)
+    if record.passed:
+        out.print(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready", markup=False)
+        return EXIT_OK
+    console.print("preflight failed: nothing slow was started", markup=False)
+    return EXIT_USAGE if record.missing else EXIT_FAILED
 
 
 def _fmt_left(eta_s: float | None) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from clustereval import __version__
 from clustereval.errors import EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -80,8 +80,9 @@ def lint(report: str) -> None:
 
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="cluster.toml (default: ./cluster.toml, else this machine alone).")
-@click.option("--profile", type=click.Choice(["quick", "standard"]), default="standard", show_default=True,
-              help="standard = the published recipe; quick shortens it and the report says how.")
+@click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default="standard", show_default=True,
+              help="standard = the published recipe; quick shortens it and the report says how; "
+                   "smoke rehearses the whole pipeline in about a minute (figures too small to judge by).")
 @click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue RUN_DIR from its first unfinished phase.")
 @click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")
@@ -145,8 +146,13 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     from clustereval.transport.factory import make_transport, nodes_of
 
     config = load_config_or_default(config_path)
-    nodes = snap.select_nodes(nodes_of(config), node_name, all_nodes)
-    record = snap.collect(config, make_transport(config), nodes, sample_s=sample_seconds)
+    transport = make_transport(config)
+    try:
+        every = nodes_of(config, transport)
+        nodes = snap.select_nodes(every, node_name, all_nodes)
+        record = snap.collect(config, transport, nodes, sample_s=sample_seconds)
+    finally:
+        transport.close()
     if as_json:
         click.echo(snap.snapshot_json(record))
     else:
@@ -158,9 +164,38 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
         for path in write_snapshot_evidence(Path(evidence_dir), record):
             console.print(f"evidence: {path}", markup=False)
     console.print(snap.summary(record), markup=False)
-    if not all_nodes and node_name is None and len(nodes_of(config)) > 1:
+    if not all_nodes and node_name is None and len(every) > 1:
         console.print(f"(snapshot of {nodes[0].name} only: --all for every node)", markup=False)
     sys.exit(0 if all(n.reachable for n in record.nodes) else 1)
+
+
+@cli.command()
+@click.argument("path", required=False, default="cluster.toml", type=click.Path(dir_okay=False))
+def init(path: str) -> None:
+    """Write a commented cluster.toml template to PATH (default: ./cluster.toml)."""
+    from clustereval.configload import template_text
+
+    target = Path(path)
+    if target.exists():
+        raise UsageError(f"{path} already exists; not overwriting it",
+                         "edit it, or give another path: clustereval init other.toml")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(template_text())
+    out.print(f"wrote {path}: fill it in, then run `clustereval preflight`", markup=False)
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+def preflight(config_path: str | None) -> None:
+    """The hard gate: the checklist, SSH/TCP reachability of every node, NCCL env, CPU gloo check.
+
+    Exits 2 with the exact list when something required is missing, 1 when a node cannot be
+    reached or the gloo check fails; nothing slow starts either way.
+    """
+    from clustereval.app import preflight_only
+
+    sys.exit(preflight_only(load_config_or_default(config_path), console=console, out=out))
 
 
 @cli.group()

@@ -1,8 +1,8 @@
 """cluster.toml + hostfile -> a frozen, validated ``Config``.
 
-The dataclasses below are the schema: every field has a docstring-comment saying what it is.
+The dataclasses below are the schema: every field has a comment saying what it is.
 Loading and validation (every problem at once, each with file:line and a hint) live in
-``load_config``.
+``clustereval.configload`` and are re-exported here as ``load_config``.
 """
 
 from __future__ import annotations
@@ -97,9 +97,11 @@ class Config:
     install_packages: bool = True  # install missing host packages (fio, infiniband-diags, ...)
     nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL_* overrides the operator asks for
     rdzv_port: int = 29500  # rendezvous port on the first hostfile node
+    cpu_ranks_per_node: int = 2  # gloo ranks per node for the network phases when a node has no GPU
     reports_dir: str = "reports"
     targets: Targets = field(default_factory=Targets)
     source: str = ""  # the cluster.toml path this came from; "" for the built-in default
+    given: tuple[str, ...] = ()  # dotted keys cluster.toml set explicitly ("ssh.port", "shared_paths")
 
     @property
     def num_nodes(self) -> int:
@@ -170,3 +172,9 @@ def slurm_config_from_table(table: dict) -> tuple[SlurmConfig, list[tuple[str, s
             continue
         values[key] = value
     return SlurmConfig(**values), problems
+
+
+def load_config(path):  # noqa: ANN001, ANN201 - re-exported; see configload.load_config
+    from clustereval.configload import load_config as _load
+
+    return _load(path)

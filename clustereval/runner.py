@@ -24,6 +24,12 @@ PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
+    "connectivity": "clustereval.phases.network:ConnectivityPhase",
+    "health": "clustereval.phases.compute:HealthPhase",
+    "matmul": "clustereval.phases.compute:MatmulPhase",
+    "lemon": "clustereval.phases.compute:LemonPhase",
+    "allreduce": "clustereval.phases.network:AllreducePhase",
+    "pairwise": "clustereval.phases.pairwise:PairwisePhase",
     "storage": "clustereval.phases.storage:StoragePhase",
 }
 

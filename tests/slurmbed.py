@@ -1,7 +1,8 @@
 """A real Slurm cluster on this one machine: slurmctld here, one slurmd per test-bed node.
 
 The nodes are the network namespaces of ``tests.testbed.NetnsCluster`` (own address, own
-hostname). ``slurmctld`` and a private ``munged`` run in this machine's namespace and listen
+hostname, and here also an own local disk: each slurmd's mount namespace has a per-node folder
+bound over the test bed's ``local_scratch``, so node-local scratch is really per node). ``slurmctld`` and a private ``munged`` run in this machine's namespace and listen
 on the bridge; each node runs its own ``slurmd`` inside its namespace, so ``srun hostname``
 answers with the node's hostname and ``hostname -I`` with its address, as on a real cluster.
 All of Slurm's files (config, munge key and socket, state and spool dirs, logs) sit in a temp
@@ -173,12 +174,21 @@ class SlurmCluster:
         if old is not None and old.poll() is None:
             return
         # ip netns exec -> unshare --uts -> sh -> slurmd exec in place: the Popen pid is slurmd's
+        local = self.local_dir(node.name)
+        local.mkdir(parents=True, exist_ok=True)
+        # the node's own namespaces: hostname, an empty cgroup dir (slurmd insists on one), and its
+        # own disk at local_scratch (a bind mount only its slurmd and its jobs see)
         self.procs[key] = self._spawn(key, [
             "ip", "netns", "exec", node.netns, "unshare", "--uts", "sh", "-c",
-            'hostname "$1" && mount -t tmpfs cgroup /sys/fs/cgroup && exec "$2" -D -N "$1" -f "$3"', "sh", node.name, _which("slurmd"),
-            str(self.conf)])
+            'hostname "$1" && mount -t tmpfs cgroup /sys/fs/cgroup && mount --bind "$4" "$5" && '
+            'exec "$2" -D -N "$1" -f "$3"', "sh", node.name, _which("slurmd"), str(self.conf), str(local),
+            str(self.netns.scratch_dir)])
         if wait:
             self.wait_idle([name])
+
+    def local_dir(self, name: str) -> Path:
+        """What node ``name`` sees at the test bed's local_scratch: a disk of its own."""
+        return self.dir / "local" / name
 
     def kill_slurmd(self, name: str) -> None:
         proc = self.procs.get(f"slurmd-{name}")

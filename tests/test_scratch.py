@@ -146,3 +146,28 @@ def test_cleanup_command_moves_what_a_crashed_run_left(tmp_path):
 
 def test_human_bytes():
     assert human_bytes(0) == "0 B" and human_bytes(16 * 2**30) == "16.0 GiB" and human_bytes(1536) == "1.5 KiB"
+
+
+def test_a_lost_node_leaves_a_clear_note_and_shared_scratch_moves_through_another_node(cluster3, tmp_path):
+    from clustereval.config import Config
+    from clustereval.phases.base import RunContext
+    from clustereval.store import RunState, RunStore
+
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    local = tmp_path / "nodelocal"
+    cfg = Config(nodes=tuple(n.name for n in cluster3.nodes), access="ssh", local_scratch=str(local),
+                 shared_paths=(str(cluster3.shared_dir),), scratch_user="evaluser")
+    ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store)
+    node0 = ctx.nodes[0]
+    shared_area = scratch_for(ctx).ensure(node0, str(cluster3.shared_dir))
+    local_area = scratch_for(ctx).ensure(node0, str(local))
+    open(os.path.join(shared_area.path, "poke.bin"), "wb").write(b"\0" * 4096)
+    cluster3.kill_sshd(0)
+    moves = {m.path: m for m in scratch_for(ctx).cleanup(ctx.nodes)}
+    shared_move, local_move = moves[shared_area.path], moves[local_area.path]
+    assert shared_move.action == "moved" and shared_move.node == ctx.nodes[1].name
+    assert files_outside_trash(cluster3.shared_dir) == []
+    assert local_move.action == "failed" and local_move.error
+    line = next(x for x in cleanup_lines(list(moves.values()), str(store.raw_dir)) if "NOT cleared" in x)
+    assert local_area.path in line and f"clustereval cleanup {store.raw_dir}" in line

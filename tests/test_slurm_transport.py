@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 
 import pytest
@@ -29,6 +28,10 @@ def test_requested_allocation_runs_everywhere_and_is_released(slurm_cluster, tmp
         assert [n.address for n in nodes] == [n.address for n in slurm_cluster.netns.nodes]
         assert [n.extra["hostname"] for n in nodes] == slurm_cluster.node_names
         assert slurm_cluster.jobs() == [t.job_id]
+        ok, line = t.allocation_check(nodes)
+        assert ok, line
+        assert line.startswith(f"Slurm job {t.job_id} (requested by this run): partition debug, 3 nodes ")
+        assert line.endswith("of 00:10:00 left")
 
         one = t.run(nodes[1], ["sh", "-c", "hostname; echo err >&2; exit 3"])
         assert (one.rc, one.stdout, one.stderr) == (3, f"{nodes[1].name}\n", "err\n")
@@ -126,31 +129,28 @@ def test_node_down_during_the_run_names_the_node(slurm_cluster):
     assert slurm_cluster.jobs_after_settling() == []
 
 
-def test_time_limit_reached_during_a_step_is_one_line(slurm_cluster):
-    t = _transport(slurm_cluster, nodes=1, time_limit="1")
+def test_time_limit_reached_is_one_line_and_cleanup_still_reaches_the_nodes(slurm_cluster):
+    t = _transport(slurm_cluster, nodes=2, time_limit="1")
     try:
-        node = t.nodes()[0]
-        caught: list[BaseException] = []
-
-        def long_step() -> None:
-            try:
-                t.run(node, ["sleep", "60"], timeout_s=55)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-                caught.append(exc)
-        worker = threading.Thread(target=long_step)
-        worker.start()
-        time.sleep(0.5)
-        # the one-minute limit cut to zero: new steps are refused at once, and slurmctld's next
-        # limit check (every <= 30 s) cancels the running one "DUE TO TIME LIMIT"
-        slurm_cluster.client(["scontrol", "update", f"jobid={t.job_id}", "timelimit=-1"])
+        nodes = t.nodes()
+        scratch = slurm_cluster.netns.shared_dir / "run-scratch"
+        assert t.run(nodes[0], ["mkdir", "-p", str(scratch)]).ok
+        first_job = t.job_id
+        # the one-minute limit cut to zero: from now on slurmctld refuses new steps (and its next
+        # limit check, within 30 s, ends the job); a running step's "DUE TO TIME LIMIT" is the
+        # captured srun-time-limit-during-step fixture
+        slurm_cluster.client(["scontrol", "update", f"jobid={first_job}", "timelimit=-1"])
         with pytest.raises(TransportError) as err:
-            t.run(node, ["hostname"])
+            t.run(nodes[1], ["hostname"])
         assert err.value.error_id == "slurm-time-limit", err.value.message
-        assert err.value.message == f"{node.name}: Slurm job {t.job_id} reached its time limit (00:00:00) and was stopped"
+        assert err.value.message == (f"{nodes[1].name}: Slurm job {first_job} reached its time limit (00:00:00) "
+                                     "and was stopped")
         assert "[slurm] time_limit" in err.value.hint
-        worker.join(timeout=50)
-        assert len(caught) == 1 and isinstance(caught[0], TransportError)
-        assert caught[0].error_id == "slurm-time-limit", caught[0]
+
+        t.prepare_cleanup()  # a short allocation on the same nodes, only to clear scratch
+        assert t.job_id and t.job_id != first_job
+        assert t.run(nodes[1], ["rmdir", str(scratch)]).ok
+        assert not scratch.exists()
     finally:
         t.close()
     assert slurm_cluster.jobs_after_settling() == []

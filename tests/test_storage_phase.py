@@ -183,3 +183,13 @@ def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp
     assert files_outside_trash(local, shared) == []
     md = render_report(RunView("t", "s", "raw-t", "ssh", {"storage": rec})).markdown
     assert "### Concurrent write shared fs benchmark" in md and "3-node 16 MiB `O_DIRECT` `dd`" in md
+
+
+def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
+    ram = tmp_path / "ram"
+    with tmpfs(ram, size="64m"):
+        ctx = make_ctx(tmp_path, local=ram)
+        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        (gap,) = rec.gaps
+        assert "is a tmpfs (memory, not a disk)" in gap.text and "local_scratch" in gap.plan
+        assert rec.local is None and os.listdir(ram) == []

@@ -78,7 +78,7 @@ def two_groups():
     code = lustre("/code", 2.3, "10.4.138.63@tcp:/xmym3bev", 5.3, stands_for=["/home"],
                   layout=Layout(tool="lfs", stripe_count=1, num_targets=8,
                                 summary="default stripe count 1, stripe size 1 MiB (`lfs getstripe -d`); "
-                                        "8 OSTs (`lfs df -h`)"))
+                                        "8 OSTs (object storage targets, `lfs df -h`)"))
     data = lustre("/data", 25, "10.4.138.64@tcp:/k2ld9dma", 2.0)
     return record([code, data])
 
@@ -155,7 +155,7 @@ def test_mounts_within_five_percent_share_one_table():
     assert "`/code` and `/data` met it" in md
     c = lustre("/data", 25, "10.0.0.2@tcp:/b", 5.0, tweak={(2**30, "write"): 1.06})  # one cell 6% off
     md, _ = section(record([a, c]))
-    assert "### Shared Lustre IO benchmark, 2.3 TiB" in md and "### Shared Lustre IO benchmark, 25 TiB" in md
+    assert "### Shared Lustre 2.3 TiB IO benchmark" in md and "### Shared Lustre 25 TiB IO benchmark" in md
     assert "no two scanned mounts met it, so each has its own table" in md
 
 
@@ -186,7 +186,9 @@ def test_concurrent_write_only_with_two_or_more_nodes():
     rec = record([lustre("/code", 2.3, "10.0.0.1@tcp:/a", 5.0)], nodes=2, concurrent=cw)
     md, _ = section(rec)
     assert "### Concurrent write shared fs benchmark" in md and "| aggregate | 2.70 | 758.5 |" in md
-    assert "`dd` on `/code`: each of the 2 nodes writes one 1 GiB file" in md
+    assert "| node | time (s) | write rate (MiBps) |" in md
+    assert "(https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html) on `/code`: each of the 2 nodes " \
+           "writes one 1 GiB file" in md
     toc = render_report(view(rec)).markdown
     assert "[Concurrent write shared fs benchmark](#concurrent-write-shared-fs-benchmark) — 2-node 1 GiB `O_DIRECT` `dd`" in toc
     rec.num_nodes = 1
@@ -198,7 +200,7 @@ def test_toc_labels_and_quick_profile_shortening():
     rec.runtime_s = 10
     md = render_report(view(rec, profile="quick")).markdown
     assert "[Local disk IO benchmark](#local-disk-io-benchmark) — `fio` on `/tmp`" in md
-    assert "[Shared Lustre IO benchmark, 2.3 TiB](#shared-lustre-io-benchmark-23-tib) — `fio` on `/code`" in md
+    assert "[Shared Lustre 2.3 TiB IO benchmark](#shared-lustre-23-tib-io-benchmark) — `fio` on `/code`" in md
     assert "does 10 s of timed IO" in md and "quick profile shortened it to 10 s" in md
     assert "3 min of timed IO" in render_report(view(two_groups())).markdown
 
@@ -213,3 +215,11 @@ def test_rendered_storage_passes_lint(tmp_path, variant):
     path = tmp_path / "r.md"
     path.write_text(render_report(view(rec, targets)).markdown)
     assert lint.lint_file(path) == []
+
+
+def test_no_other_filesystem_is_named_in_a_bullet():
+    nfs = MountScan("/shared", 10 * TIB, "nfs4", "10.0.0.5:/export", "/shared", True, "node0", cells=real_cells(3.0))
+    _, result = section(record([nfs]))
+    text = next(f.text for f in result.findings if f.subsystem == "shared network FS")
+    assert "NFS is filesystem software and publishes no performance figures" in text
+    assert "Lustre" not in text and "per TiB of capacity" in text

@@ -92,8 +92,9 @@ class NetnsCluster:
     ``key`` (private test key; also used node to node), ``ssh_config`` (an ssh_config with a
     ``Host`` entry per node name, usable as ``ssh -F ssh_config <name>``), ``known_hosts``,
     ``hostfile`` (one address per line), ``config_path`` (cluster.toml, access = "ssh"),
-    ``shared_dir`` (a directory every node sees, listed as a shared path in cluster.toml),
-    ``scratch_dir`` (local_scratch in cluster.toml).
+    ``shared_dir`` (one directory every node sees: a shared path in cluster.toml),
+    ``scratch_dir`` (local_scratch in cluster.toml: node-local, i.e. each node sees its own
+    directory ``node_scratch_dir(i)`` mounted at this path; from this machine it stays empty).
     """
 
     def __init__(self, num_nodes: int, *, prefix: str = "ce") -> None:
@@ -158,6 +159,7 @@ class NetnsCluster:
         self.known_hosts.touch()
         self._write_ssh_client_config()
         for node in self.nodes:
+            self.node_scratch_dir(node.index).mkdir()
             self._write_node_etc(node)
             _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self._node_dir(node) / "host_ed25519"))
             self._write_sshd_config(node)
@@ -166,7 +168,7 @@ class NetnsCluster:
         for node in self.nodes:
             self._wait_for_port(node, self.ssh_port)
         self.hostfile.write_text("# generated test hostfile: one node per line\n"
-                                 + "".join(f"{n.address} slots=1\n" for n in self.nodes))
+                                 + "".join(f"{n.address}\n" for n in self.nodes))
 
     def _add_node(self, node: TestNode, prefixlen: int) -> None:
         _sh("ip", "netns", "add", node.netns)
@@ -274,8 +276,7 @@ class NetnsCluster:
         log = open(self._node_dir(node) / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
         # ip netns exec -> unshare --uts -> sh -> sshd all exec in place: the Popen pid is sshd's
         node.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", node.netns, "unshare", "--uts", "sh", "-c",
-             'hostname "$1" && exec "$2" -D -e -f "$3"', "sh", node.name, SSHD, str(cfg)],
+            [*self._enter(node), 'exec "$1" -D -e -f "$2"', SSHD, str(cfg)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         if wait:
@@ -326,9 +327,21 @@ class NetnsCluster:
     def exec(self, which: int | str, argv: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
         """Run ``argv`` inside a node's namespaces directly (no ssh), e.g. to inspect it."""
         node = self.node(which)
-        return subprocess.run(["ip", "netns", "exec", node.netns, "unshare", "--uts", "sh", "-c",
-                               'hostname "$1" && shift && exec "$@"', "sh", node.name, *argv],
+        return subprocess.run([*self._enter(node), 'exec "$@"', *argv],
                               capture_output=True, text=True, timeout=timeout, **kw)
+
+    def node_scratch_dir(self, which: int | str) -> Path:
+        """Where node ``which``'s private ``scratch_dir`` lives, seen from this machine."""
+        return self._node_dir(self.node(which)) / "scratch"
+
+    def _enter(self, node: TestNode) -> list[str]:
+        """argv prefix that runs a ``sh -c SCRIPT ARGS`` as the node: its network namespace, its
+        hostname, and its own directory mounted at ``scratch_dir`` (node-local disk). ``ip netns
+        exec`` gives each command a private mount namespace, so the bind mount stays there."""
+        setup = ('hostname "$0" && mount --bind "$1" "$2" && shift 2 && script=$1 && shift && '
+                 'exec sh -c "$script" sh "$@"')
+        return ["ip", "netns", "exec", node.netns, "unshare", "--uts", "sh", "-c", setup, node.name,
+                str(self.node_scratch_dir(node.index)), str(self.scratch_dir)]
 
     def ssh_argv(self, which: int | str, *argv: str) -> list[str]:
         """``ssh -F ssh_config <node> ARGV`` as a test would type it."""
@@ -360,7 +373,7 @@ class NetnsCluster:
         path = Path(path or self.config_path)
         names = nodes if nodes is not None else [n.name for n in self.nodes]
         top = {"name": f"testbed-{self.id}", "access": "ssh", "nodes": names, "hostfile": str(self.hostfile),
-               "gpus_per_node": 0, "local_scratch": str(self.scratch_dir), "shared_paths": [str(self.shared_dir)],
+               "local_scratch": str(self.scratch_dir), "shared_paths": [str(self.shared_dir)],
                "eval_python": sys.executable, "install_packages": False, "rdzv_port": 29500,
                "reports_dir": str(self.workdir / "reports")}
         top.update(fields)

@@ -23,6 +23,11 @@ def node_scratch(ctx: RunContext) -> str:
     return scratch_for(ctx).path_for(ctx.config.local_scratch)
 
 
+def ensure_node_scratch(ctx: RunContext, node: Node) -> str:
+    """Create (once) and record the run's node-local folder, so the end of the run clears it."""
+    return scratch_for(ctx).ensure(node, ctx.config.local_scratch).path
+
+
 def ensure_package(ctx: RunContext, node: Node) -> str:
     """Ship the package to ``node`` (once per run) and return the PYTHONPATH entry to use."""
     if ctx.transport.method == "local":
@@ -30,8 +35,7 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
     cache = ctx.records.setdefault("_shipped", {})
     if node.name in cache:
         return cache[node.name]
-    area = scratch_for(ctx).ensure(node, ctx.config.local_scratch)
-    remote = f"{area.path}/pkg"
+    remote = f"{ensure_node_scratch(ctx, node)}/pkg"
     ctx.transport.run(node, ["mkdir", "-p", remote], timeout_s=30)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "clustereval"
@@ -55,6 +59,7 @@ def _copy_sources(src: Path, dst: Path) -> None:
 
 def worker_env(ctx: RunContext, node: Node, extra: dict[str, str] | None = None) -> dict[str, str]:
     """PYTHONPATH for the shipped package plus unbuffered output, plus ``extra``."""
+    ensure_node_scratch(ctx, node)  # workers write logs and files under it: record it for cleanup
     env = {"PYTHONPATH": ensure_package(ctx, node), "PYTHONUNBUFFERED": "1"}
     if extra:
         env.update(extra)

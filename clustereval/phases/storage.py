@@ -38,6 +38,7 @@ SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the files
 LAYOUT_ALLOWANCE_S = 4 * 3600  # laying out 16 x 1 GiB on a slow network FS can take hours
 PROGRESS_EVERY_S = 30.0
 CONCURRENT_BYTES = 2**30
+MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
 TOOL_SOURCES = {"storage.py": Path(__file__), "fio.py": Path(fio_probe.__file__)}
 
 # exec keeps the pid: the pidfile lets the phase stop fio on any transport
@@ -53,6 +54,7 @@ class StoragePhase:
                  concurrent_bytes: int = CONCURRENT_BYTES) -> None:
         # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
         # writes 1 GiB per node in the concurrent write
+        self._explicit = file_sizes is not None, concurrent_bytes != CONCURRENT_BYTES
         self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
         self.fio = fio
         self.concurrent_bytes = concurrent_bytes
@@ -61,6 +63,10 @@ class StoragePhase:
         return True
 
     def run(self, ctx: RunContext) -> StorageRecord:
+        if ctx.profile.fio_file_sizes and not self._explicit[0]:
+            self.file_sizes = ctx.profile.fio_file_sizes
+        if ctx.profile.concurrent_write_bytes and not self._explicit[1]:
+            self.concurrent_bytes = ctx.profile.concurrent_write_bytes
         rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
                             targets=list(ctx.config.targets.storage))
@@ -81,7 +87,7 @@ class StoragePhase:
                                 plan=f"install the `{FIO_PACKAGE}` package on {node.name} (`apt-get install -y fio` "
                                      "or `dnf install -y fio`), then `clustereval run --resume RUN_DIR --phases "
                                      "storage`"))
-        jobs = self._plan(ctx, volumes)
+        jobs = self._plan(ctx, volumes, rec)
         total_runs = len(jobs) * len(self.file_sizes) * len(fio_probe.OPS) if rec.fio_version else 0
         done = 0
         for path, shared, planned in jobs:
@@ -93,6 +99,13 @@ class StoragePhase:
                 self.scan(ctx, node, area, scan, first_run=done, total_runs=total_runs)
                 if shared:
                     scan.layout = capture_layout(ctx, node, scan, area)
+                    if scan.layout and scan.layout.errors and not scan.layout.summary:
+                        rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                            text=f"The layout of `{path}` could not be read "
+                                                 f"({'; '.join(scan.layout.errors)}), so the findings cannot say "
+                                                 "how many storage targets one file is spread over.",
+                                            plan=f"install the {scan.layout.tool} client tools on {node.name}, or "
+                                                 "run them there by hand and add the output to the raw folder"))
             except ScratchError as exc:
                 rec.gaps.append(Gap(phase=self.name, node=node.name,
                                     text=f"The IO benchmark of `{path}` did not run: {exc.message}.",
@@ -140,10 +153,17 @@ class StoragePhase:
                                             for p, r in out.items()) + "\n")
         return out
 
-    def _plan(self, ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[tuple[str, bool, object]]:
+    def _plan(self, ctx: RunContext, volumes: dict[str, probe.DfRow],
+              rec: StorageRecord) -> list[tuple[str, bool, object]]:
         jobs: list[tuple[str, bool, object]] = []
         local = normalize(ctx.config.local_scratch)
-        if local in volumes:
+        if local in volumes and volumes[local].fstype in MEMORY_FSTYPES:
+            rec.gaps.append(Gap(phase=self.name, node=ctx.nodes[0].name,
+                                text=f"`{local}` is a {volumes[local].fstype} (memory, not a disk), so the local disk "
+                                     "IO benchmark did not run there.",
+                                plan="set local_scratch in cluster.toml to a folder on the node's local disk, then "
+                                     "`clustereval run --resume RUN_DIR --phases storage`"))
+        elif local in volumes:
             jobs.append((local, False, None))
         candidates = []
         for path in dict.fromkeys(normalize(p) for p in ctx.config.shared_paths):
@@ -459,7 +479,7 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
             steps.append(f"{count} {limit}")
         parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
     if df.num_osts:
-        parts.append(f"{df.num_osts} OSTs (`lfs df -h`)")
+        parts.append(f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
     return "; ".join(parts)
 
 

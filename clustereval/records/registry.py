@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
+from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
 
@@ -12,6 +14,12 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
+    "connectivity": ConnectivityRecord,
+    "health": HealthRecord,
+    "matmul": MatmulRecord,
+    "lemon": LemonRecord,
+    "allreduce": AllreduceRecord,
+    "pairwise": PairwiseRecord,
     "storage": StorageRecord,
 }
 

@@ -15,17 +15,20 @@ class ChecklistItem:
     known: bool
     value: str = ""  # what is known, as the report may show it
     hint: str = ""  # what to supply when missing
+    required: bool = True  # False: optional (targets); missing is fine
 
 
 @dataclass
 class ProbeResult:
     """One reachability probe: SSH hostname, TCP to the rendezvous, gloo all-reduce."""
 
-    kind: str  # "ssh" | "tcp" | "gloo"
+    kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "tcp" | "gloo" | "peer-ssh" | "paths"
     node: str
     ok: bool
     detail: str = ""  # the hostname that came back, or the one-line error
     seconds: float = 0.0
+    gating: bool = True  # False: informational; a failure does not stop the run
+    skipped: bool = False  # could not run (detail says why); never counts as passed or failed
 
 
 @dataclass
@@ -47,6 +50,11 @@ class PreflightRecord(PhaseRecord):
     final_env: dict[str, str] = field(default_factory=dict)  # what every benchmark ran with
     env_source: dict[str, str] = field(default_factory=dict)  # var -> "platform" | "clustereval default" | "cluster.toml"
     passed: bool = False
+    gpus_per_node: int | None = None  # configured or detected (the most common count when nodes differ)
+    gpus_by_node: dict[str, int] = field(default_factory=dict)  # node -> GPUs nvidia-smi -L listed
+    gpu_source: str = ""  # "cluster.toml" | "hostfile slots" | "nvidia-smi -L" | "" (unknown)
+    rendezvous_fixes: list[str] = field(default_factory=list)  # is_host / --local_addr applied, and why
+    missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
 
 
 @dataclass

@@ -14,10 +14,12 @@ def header(view: RunView, doc: Document) -> None:
 
 
 def _order() -> list[SectionFn]:
+    from clustereval.report.compute import render_compute
     from clustereval.report.environment import render_environment
+    from clustereval.report.network import render_network
     from clustereval.report.storage import render_storage
 
-    return [render_environment, render_storage]
+    return [render_environment, render_compute, render_network, render_storage]
 
 
 ORDER: list[SectionFn] = _order()

@@ -8,6 +8,7 @@ table agree by construction.
 from __future__ import annotations
 
 import math
+import re
 
 from clustereval.analysis.storage import (
     EQUIVALENCE_TOLERANCE,
@@ -37,6 +38,15 @@ from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
 
 FIO_URL = "https://github.com/axboe/fio"
+DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
+# the layout tools, linked where the report first names them
+TOOL_URLS = {
+    "lfs": "https://doc.lustre.org/lustre_manual.xhtml#userutilities.lfs",
+    "mmlsfs": "https://www.ibm.com/docs/en/storage-scale?topic=reference-mmlsfs-command",
+    "mmlsdisk": "https://www.ibm.com/docs/en/storage-scale?topic=reference-mmlsdisk-command",
+    "beegfs-ctl": "https://doc.beegfs.io/latest/advanced_topics/striping.html",
+    "nfsstat": "https://man7.org/linux/man-pages/man8/nfsstat.8.html",
+}
 TABLE_HEADERS = ["size", "rw", "latency (msec)", "bw (MiBps)", "IOPS (M)"]
 RATIO_HEADER = "local/shared ×"
 PARALLEL_TYPES = {"lustre": "Lustre", "gpfs": "GPFS (IBM Storage Scale)", "beegfs": "BeeGFS", "nfs": "NFS",
@@ -252,7 +262,7 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
                      + fio_description(view, rec))
         described = True
     for scan in [s for s in rec.shared if _has_figures(s)]:
-        text = (f"{runner} on " if not described else "The same runner on ") + _volume_words(scan)
+        text = (f"{runner} on " if not described else "The same `fio` runner on ") + _volume_words(scan)
         text += (": " + fio_description(view, rec)) if not described else "."
         described = True
         if scan.stands_for:
@@ -266,7 +276,7 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
         items.append(text)
     cw = rec.concurrent
     if cw and rec.num_nodes >= 2 and any(not w.error for w in cw.nodes):
-        items.append(f"`dd` on {_code(cw.mount)}: each of the {len(cw.nodes)} nodes writes one "
+        items.append(f"[`dd`]({DD_URL}) on {_code(cw.mount)}: each of the {len(cw.nodes)} nodes writes one "
                      f"{iec_label(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
                      "all started at the same moment.")
     if not items:
@@ -274,11 +284,11 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
     doc.heading(3, "Introduction", toc=False)
     doc.numbered(items)
     notes = ["In the tables, `latency (msec)` is the mean time one 4 KiB request took from submission to completion "
-             f"(with {IODEPTH} in flight per job), `bw (MiBps)` is MiB (2²⁰ bytes) per second, and `IOPS (M)` is "
+             f"(with {IODEPTH} requests in flight per job), `bw (MiBps)` is MiB (2²⁰ bytes) per second, and `IOPS (M)` is "
              "millions of 4 KiB requests per second."]
     if any(_has_figures(s) for s in rec.shared) and _has_figures(rec.local):
         notes.append(f"Each shared table ends with `{RATIO_HEADER}`: the local disk's bandwidth divided by the shared "
-                     "mount's bandwidth in the same row, that is how many times slower the shared mount is; 1 would "
+                     "mount's bandwidth in the same row, that is how many times slower the shared mount is; 1× would "
                      "mean as fast as the local disk.")
     measured = [s for s in rec.shared if _has_figures(s)]
     if len(measured) >= 2:
@@ -343,11 +353,11 @@ def shared_headings(groups: list[list[MountScan]]) -> list[str]:
     for label, group in zip(labels, groups, strict=True):
         title = f"Shared {label} IO benchmark"
         if labels.count(label) > 1:
-            title += f", {size_label(group[0].size_bytes)}"
+            title = f"Shared {label} {size_label(group[0].size_bytes)} IO benchmark"
         n = 2
         base = title
         while title in out:
-            title = f"{base} ({n})"
+            title = base.replace(" IO benchmark", f" ({n}) IO benchmark")
             n += 1
         out.append(title)
     return out
@@ -364,7 +374,7 @@ def write_shared(doc: Document, heading: str, group: list[MountScan], local: Mou
                      f"{'it' if len(group) == 2 else 'them'} too (each mount's own figures are in the raw folder)")
     doc.para(sentence + ".")
     if lead.layout and lead.layout.summary:
-        doc.para(f"Layout of {_code(lead.mount)}: {lead.layout.summary}.")
+        doc.para(f"Layout of {_code(lead.mount)}: {link_tools(lead.layout.summary)}.")
     headers = TABLE_HEADERS + ([RATIO_HEADER] if local else [])
     doc.table(headers, fio_rows(lead, grouped=False, local=local), align="rlrrr" + ("r" if local else ""))
     text = range_sentence(lead, grouped=False)
@@ -377,6 +387,14 @@ def write_shared(doc: Document, heading: str, group: list[MountScan], local: Mou
     doc.para(text)
 
 
+def link_tools(text: str) -> str:
+    """Each backticked layout command becomes a link to its tool's documentation."""
+    def repl(m: re.Match) -> str:
+        url = TOOL_URLS.get(m.group(1).split(" ")[0])
+        return f"[`{m.group(1)}`]({url})" if url else m.group(0)
+    return re.sub(r"(?<!\[)`([^`]+)`", repl, text)
+
+
 def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
     ok = [w for w in cw.nodes if not w.error]
     doc.heading(3, "Concurrent write shared fs benchmark",
@@ -387,7 +405,7 @@ def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
     names = _node_labels(view)
     rows = [[names.get(w.node, w.node), f"{w.seconds:.2f}", fmt_bw(w.mib_s, grouped=True)] for w in ok]
     rows.append(["aggregate", f"{max(w.seconds for w in ok):.2f}", fmt_bw(cw.aggregate_mib_s, grouped=True)])
-    doc.table(["node", "time (s)", "bw (MiBps)"], rows, align="lrr")
+    doc.table(["node", "time (s)", "write rate (MiBps)"], rows, align="lrr")
 
 
 def _node_labels(view: RunView) -> dict[str, str]:
@@ -429,11 +447,11 @@ def _why_unpublished(scan: MountScan) -> str:
         return ("a local or cloud volume's rates are set by the device or volume type behind it, and no figures are "
                 "published for this one")
     if product:
+        tier = " (managed Lustre commonly 125–1000 MB/s per TiB)" if fstype == "lustre" else ""
         return (f"{product} is filesystem software and publishes no performance figures — throughput is a property "
                 "of the deployment (the count of storage servers and targets, their backing devices, the network to "
                 "them, the per-file stripe count), so the figures that exist are those of the service tier the "
-                "operator purchased, typically sold per TiB of capacity (managed Lustre commonly 125–1000 MB/s per "
-                "TiB)")
+                f"operator purchased, typically sold per TiB of capacity{tier}")
     return ("the throughput of a shared mount is a property of the deployment behind it (servers, their backing "
             "devices, the network to them), so the figures that exist are those of the service the operator "
             "purchased")

@@ -114,6 +114,11 @@ class Transport(abc.ABC):
             return self.run(node, args, timeout_s=timeout_s, env=env, cwd=cwd)
         return run_parallel(nodes, one, self.fanout)
 
+    def prepare_cleanup(self) -> None:
+        """Make sure scratch cleanup can still reach the nodes (Slurm: when the run's allocation
+        ended early, a short fresh one on the nodes still up). Never raises."""
+        return None
+
     def close(self) -> None:
         """Give back what the transport holds (a Slurm allocation it asked for); idempotent."""
         return None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from clustereval.config import Config
+import dataclasses
+
+from clustereval.config import Config, HostEntry
 from clustereval.errors import UsageError
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.local import LocalTransport
@@ -26,6 +28,20 @@ def nodes_of(config: Config, transport: Transport | None = None) -> list[Node]:
         return [Node(name=n, address=h.address, index=i, slots=h.slots)
                 for i, (n, h) in enumerate(zip(names, config.hosts, strict=True))]
     return [Node(name=n, address=n, index=i) for i, n in enumerate(config.nodes)]
+
+
+def with_nodes(config: Config, nodes: list[Node], transport: Transport | None = None) -> Config:
+    """With access = "slurm", the config as if the user had written the allocation into it: the
+    node list and a hostfile equivalent (``scontrol show hostnames`` plus the IP each node reports),
+    whose first address is the rendezvous endpoint. Other access methods: ``config`` unchanged."""
+    if config.access != "slurm" or not nodes:
+        return config
+    inner = getattr(transport, "inner", transport)
+    job = getattr(inner, "job_id", "") or "?"
+    return dataclasses.replace(
+        config, nodes=tuple(n.name for n in nodes),
+        hosts=tuple(HostEntry(address=n.address, slots=n.slots, line=n.index + 1) for n in nodes),
+        hostfile=f"Slurm job {job} (scontrol show hostnames, each node's own address)")
 
 
 def make_transport(config: Config) -> Transport:

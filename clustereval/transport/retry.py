@@ -70,6 +70,9 @@ class RetryingTransport(Transport):
               cwd: str | None = None) -> subprocess.Popen:
         return self.inner.popen(node, argv, env=env, cwd=cwd)
 
+    def prepare_cleanup(self) -> None:
+        self.inner.prepare_cleanup()
+
     def close(self) -> None:
         self.inner.close()
 

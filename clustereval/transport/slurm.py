@@ -35,6 +35,8 @@ from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_p
 KILL_GRACE_S = 5  # srun gets SIGTERM (it cancels the step on every node), then SIGKILL this much later
 DEFAULT_CHDIR = "/tmp"  # srun's default is the caller's cwd, which need not exist on a node
 CLIENT_TIMEOUT_S = 30  # scontrol / squeue / sinfo / scancel
+CLEANUP_TIME_LIMIT = "10"  # minutes: the short allocation that clears scratch after the run's own one ended
+CLEANUP_WAIT_S = 120
 # pending reasons that waiting will not fix: the request itself cannot be met
 _HOPELESS = ("ReqNodeNotAvail", "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown",
              "PartitionInactive", "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
@@ -98,11 +100,43 @@ class SlurmTransport(Transport):
         self.job_id, self.owned = job.job_id, False
         self.node_names = self.hostnames(job.node_list)
 
-    def _request(self) -> None:
-        argv = ["salloc", "--no-shell", f"--nodes={self.cfg.nodes}", f"--time={self.cfg.time_limit}",
-                f"--job-name={self.job_name}"]
-        if self.cfg.partition:
-            argv.append(f"--partition={self.cfg.partition}")
+    def prepare_cleanup(self) -> None:
+        """When the allocation ended under the run (time limit, a node down, cancelled), ask for a
+        short one on its nodes that are still up, so the scratch on them can be cleared."""
+        with contextlib.suppress(Exception):
+            with self._lock:
+                if not self.job_id or self._closed:
+                    return
+                job = self.show_job(self.job_id)
+                if job is not None and job.alive and not job.time_limit_reached:
+                    return
+                old_nodes = list(self.node_names)
+                partition = job.partition if job is not None else self.cfg.partition
+                if self.owned:
+                    self._cancel(self.job_id)
+                _OWNED.discard(self)
+                self.job_id, self.owned = "", False
+                usable = {s.name for s in self.node_states(names=old_nodes) if s.usable}
+                nodes = [n for n in old_nodes if n in usable]
+                if not nodes:
+                    return
+                self._request(num_nodes=len(nodes), nodelist=nodes, time_limit=CLEANUP_TIME_LIMIT,
+                              partition=partition, wait_s=min(self.cfg.wait_s, CLEANUP_WAIT_S),
+                              job_name=f"{self.job_name}-cleanup")
+                self.node_names = old_nodes  # steps name nodes; the ones not in the new job fail by name
+
+    def _request(self, *, num_nodes: int | None = None, nodelist: list[str] | None = None,
+                 time_limit: str | None = None, partition: str | None = None, wait_s: int | None = None,
+                 job_name: str | None = None) -> None:
+        num_nodes = num_nodes or self.cfg.nodes
+        wait_s = wait_s or self.cfg.wait_s
+        partition = partition or self.cfg.partition
+        argv = ["salloc", "--no-shell", f"--nodes={num_nodes}", f"--time={time_limit or self.cfg.time_limit}",
+                f"--job-name={job_name or self.job_name}"]
+        if nodelist:
+            argv.append(f"--nodelist={','.join(nodelist)}")
+        if partition:
+            argv.append(f"--partition={partition}")
         if self.cfg.account:
             argv.append(f"--account={self.cfg.account}")
         if self.cfg.gpus_per_node:
@@ -116,7 +150,7 @@ class SlurmTransport(Transport):
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
         reader.start()
-        deadline = time.monotonic() + max(1, self.cfg.wait_s)
+        deadline = time.monotonic() + max(1, wait_s)
         outcome = probe.SallocOutcome()
         try:
             while True:
@@ -133,7 +167,7 @@ class SlurmTransport(Transport):
                     self._check_pending(outcome)
                 if time.monotonic() > deadline:
                     reason = self._pending_reason(outcome.job_id) if outcome.job_id else ""
-                    raise TransportError("slurm", f"the allocation was still pending after {self.cfg.wait_s} s"
+                    raise TransportError("slurm", f"the allocation was still pending after {wait_s} s"
                                          + (f" (reason: {reason})" if reason else ""),
                                          "the cluster is busy: run again later, ask for fewer [slurm] nodes, or "
                                          "raise [slurm] wait_s", error_id="slurm-allocation-pending")
@@ -291,6 +325,27 @@ class SlurmTransport(Transport):
         """Seconds until the allocation's time limit (None: unlimited or unknown)."""
         proc = self._client(["squeue", "-h", "-j", self.allocation(), "-o", "%L"])
         return probe.parse_duration_s(proc.stdout)
+
+    def allocation_check(self, nodes: Iterable[Node]) -> tuple[bool, str]:
+        """Preflight: the allocation exists, runs, and covers every node. (passed, one line)."""
+        try:
+            job = self.show_job(self.allocation())
+            if job is None:
+                return False, f"Slurm job {self.job_id} does not exist"
+            if not job.alive or job.time_limit_reached:
+                return False, self._job_ended_error(job, "slurm").message
+            names = self.hostnames(job.node_list)
+            missing = [n.name for n in nodes if n.name not in names]
+            if missing:
+                return False, f"{', '.join(missing)} not in Slurm job {job.job_id} ({job.node_list})"
+            left = probe.parse_duration_s(job.time_limit)
+            ran = probe.parse_duration_s(job.run_time) or 0
+            when = f", {_fmt_duration(left - ran)} of {job.time_limit} left" if left is not None else ", no time limit"
+            who = "requested by this run" if self.owned else "an existing allocation"
+            return True, (f"Slurm job {job.job_id} ({who}): partition {job.partition}, {len(names)} "
+                          f"node{'s' if len(names) != 1 else ''} {job.node_list}{when}")
+        except (TransportError, UsageError) as exc:
+            return False, exc.message
 
     # ---- nodes ---------------------------------------------------------------------------------
     def nodes(self, wanted: Iterable[str] = ()) -> list[Node]:
@@ -578,6 +633,15 @@ class _SrunProcess(subprocess.Popen):
 
     def terminate(self) -> None:
         self.kill()
+
+
+def _fmt_duration(seconds: int) -> str:
+    seconds = max(0, seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def _no_slurm(binary: str) -> UsageError:

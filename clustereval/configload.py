@@ -1,0 +1,587 @@
+"""Reading cluster.toml and the hostfile into a ``Config``, listing every problem at once.
+
+Each problem names ``file:line``, says what is wrong and how to fix it. Anything that will reach
+a shell on a node (node names, hostfile addresses, remote paths, user names) must be plain:
+shell metacharacters are rejected here, before anything runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any
+
+from clustereval.config import (
+    ACCESS_METHODS,
+    IMPLEMENTED_ACCESS,
+    Config,
+    HostEntry,
+    SlurmConfig,
+    SshConfig,
+    StorageTarget,
+    Targets,
+    _user,
+    slurm_config_from_table,
+)
+from clustereval.errors import ConfigError, Problem
+from clustereval.tomllines import TomlLines
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-read", "1GiB-write")
+
+TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
+            "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
+            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "nccl_env", "targets")
+SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
+TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
+STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
+
+# What may reach a remote shell. Quoting would make anything safe, but a node name or path with
+# these characters is almost always a paste error, and the report and shell commands the user
+# copies from it stay readable.
+_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REMOTE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@%=,:~-]*$")
+_COMMAND_RE = re.compile(r"^[A-Za-z0-9._/+@%=,:~-]+$")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=|\s+)\S.*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+_ACCESS_LATER = {
+    "kubectl": "use access = \"ssh\" to the pods' sshd (port in [ssh]) with a hostfile of pod IPs, or run "
+               "clustereval inside one pod with access = \"local\"",
+}
+
+
+def _bad_chars(text: str) -> str:
+    """The unsafe characters in ``text``, described for a message ("';'", "a space")."""
+    seen: list[str] = []
+    for ch in text:
+        if ch.isalnum() or ch in "._/+@%=,:~-":
+            continue
+        desc = {" ": "a space", "\t": "a tab", "\n": "a line break"}.get(ch, f"'{ch}'")
+        if desc not in seen:
+            seen.append(desc)
+    return ", ".join(seen) if seen else "a leading character that is not a letter or digit"
+
+
+def valid_address(text: str) -> bool:
+    """An IP address or a host name (no shell metacharacters)."""
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return bool(_NODE_RE.match(text)) and len(text) <= 253
+
+
+def parse_hostfile(text: str, display: str) -> tuple[list[HostEntry], list[Problem]]:
+    """MPI (``10.0.0.1``) or DeepSpeed (``10.0.0.1 slots=8``) lines; ``#`` comments, blank lines."""
+    hosts: list[HostEntry] = []
+    problems: list[Problem] = []
+    first_line: dict[str, int] = {}
+    form = "one peer address per line: 10.0.0.1, or 10.0.0.1 slots=8"
+    for num, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{display}:{num}"
+        words = line.split()
+        address, rest = words[0], words[1:]
+        if not valid_address(address):
+            problems.append(Problem(where, f"cannot read {line!r} as a peer address ({address!r} contains "
+                                           f"{_bad_chars(address)})", form))
+            continue
+        slots: int | None = None
+        bad = False
+        for word in rest:
+            m = re.fullmatch(r"(slots|max_slots|max-slots)=(\d+)", word)
+            if not m:
+                problems.append(Problem(where, f"cannot read {line!r}: {word!r} is not slots=N", form))
+                bad = True
+                break
+            if m.group(1) == "slots":
+                slots = int(m.group(2))
+                if slots < 1:
+                    problems.append(Problem(where, f"slots={slots}: a node needs at least one slot",
+                                            "slots is the number of GPUs on that node, e.g. slots=8"))
+                    bad = True
+        if bad:
+            continue
+        if address in first_line:
+            problems.append(Problem(where, f"{address} is listed twice (first at line {first_line[address]})",
+                                    "list each node once; the line order is the node order (node0, node1, ...)"))
+            continue
+        first_line[address] = num
+        hosts.append(HostEntry(address=address, slots=slots, line=num))
+    if not hosts and not problems:
+        problems.append(Problem(f"{display}:1", "the hostfile has no peer addresses", form))
+    return hosts, problems
+
+
+class _Loader:
+    """One pass over the parsed TOML, collecting problems instead of stopping at the first."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.display = str(path)
+        self.lines = TomlLines(text)
+        self.problems: list[Problem] = []
+        self.given: list[str] = []
+
+    # -- reporting ------------------------------------------------------------------------------
+    def at(self, *key) -> str:
+        return f"{self.display}:{self.lines.line(*key)}"
+
+    def problem(self, key: tuple, message: str, hint: str = "", line: int | None = None) -> None:
+        where = f"{self.display}:{line}" if line is not None else self.at(*key)
+        self.problems.append(Problem(where, message, hint))
+
+    def unknown(self, table: dict, allowed: tuple[str, ...], prefix: tuple = ()) -> None:
+        for key in table:
+            if key in allowed:
+                continue
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(allowed)}"
+            label = ".".join((*[str(p) for p in prefix if not isinstance(p, int)], key))
+            self.problem((*prefix, key), f"unknown key {label!r}", hint)
+
+    # -- typed getters (None when absent or wrong; wrong types are reported) ---------------------
+    def get(self, table: dict, key: str, kind: type | tuple, prefix: tuple = (), what: str = "") -> Any:
+        if key not in table:
+            return None
+        value = table[key]
+        label = ".".join((*[str(p) for p in prefix if not isinstance(p, int)], key))
+        self.given.append(label)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if not ok:
+            self.problem((*prefix, key), f"{label} must be {what or _kind_name(kinds)}, not {_show(value)}",
+                         f"for example: {label} = {_example(kinds)}")
+            return None
+        return value
+
+    def positive(self, table: dict, key: str, prefix: tuple = (), *, integer: bool = True) -> Any:
+        value = self.get(table, key, int if integer else (int, float), prefix,
+                         "a positive whole number" if integer else "a positive number")
+        if value is not None and value <= 0:
+            self.problem((*prefix, key), f"{key} must be positive, not {value}")
+            return None
+        return value
+
+    def port(self, table: dict, key: str, prefix: tuple = (), hint: str = "") -> int | None:
+        value = self.get(table, key, int, prefix, "a TCP port number")
+        if value is not None and not 1 <= value <= 65535:
+            self.problem((*prefix, key), f"{key} = {value} is not a TCP port", hint or "ports run from 1 to 65535")
+            return None
+        return value
+
+    def remote_path(self, table: dict, key: str, prefix: tuple = (), value: Any = None, line: int | None = None,
+                    ) -> str | None:
+        if value is None:
+            value = self.get(table, key, str, prefix, "a path")
+        if value is None:
+            return None
+        if not _REMOTE_PATH_RE.match(value):
+            if not value.startswith("/"):
+                self.problem((*prefix, key), f"{key} {value!r} must be an absolute path on the nodes",
+                             "start it with /, e.g. /tmp or /data", line=line)
+            else:
+                self.problem((*prefix, key), f"{key} {value!r} contains {_bad_chars(value)}, which a shell "
+                             "would interpret", "use a path of letters, digits and . _ - / (a symlink without "
+                             "spaces works)", line=line)
+            return None
+        return value.rstrip("/") or "/"
+
+    def string_list(self, table: dict, key: str, prefix: tuple = ()) -> list[tuple[int, str]] | None:
+        """(line, item) per element of an array of strings."""
+        value = self.get(table, key, list, prefix, "a list of strings")
+        if value is None:
+            return None
+        out = []
+        for i, item in enumerate(value):
+            line = self.lines.element_line((*prefix, key), i)
+            if not isinstance(item, str):
+                self.problem((*prefix, key), f"{key}[{i}] must be a string, not {_show(item)}", line=line)
+                continue
+            out.append((line, item))
+        return out
+
+    # -- the file -------------------------------------------------------------------------------
+    def load(self, data: dict) -> Config | None:
+        self.unknown(data, TOP_KEYS)
+        base_dir = self.path.parent
+        kw: dict[str, Any] = {}
+
+        name = self.get(data, "name", str)
+        if name is not None:
+            if _NAME_RE.match(name):
+                kw["name"] = name
+            else:
+                self.problem(("name",), f"name {name!r} contains {_bad_chars(name)}",
+                             "the name starts the report's file name: letters, digits, '.', '_', '-'")
+
+        access = self.get(data, "access", str)
+        if access is None and "access" not in data:
+            access = "local"
+        if access is not None:
+            if access in IMPLEMENTED_ACCESS:
+                kw["access"] = access
+            elif access in ACCESS_METHODS:
+                self.problem(("access",), f"access method {access!r} is not available yet", _ACCESS_LATER[access])
+                access = None
+            else:
+                self.problem(("access",), f"unknown access method {access!r}",
+                             f"choose one of: {', '.join(IMPLEMENTED_ACCESS)} (kubectl is planned)")
+                access = None
+
+        hosts = self._hostfile(data, base_dir)
+        nodes = self._nodes(data, hosts[1] if hosts else None)
+        if nodes is not None:
+            kw["nodes"] = tuple(nodes)
+            if access == "local" and len(nodes) > 1:
+                self.problem(("nodes",), f"access = \"local\" runs on this machine only, but nodes lists {len(nodes)}",
+                             "set access = \"ssh\" (with a hostfile) to evaluate several nodes")
+            if len(nodes) >= 2 and "hostfile" not in data and access != "slurm":
+                self.problem(("nodes",), f"{len(nodes)} nodes but no hostfile",
+                             "write the peer IPs one per line (10.0.0.1 or 10.0.0.1 slots=8) and set "
+                             "hostfile = \"hostfile\"; rendezvous and inter-node SSH need them")
+            if hosts is not None and hosts[2] and len(hosts[1]) != len(nodes):
+                self.problem(("nodes",), f"nodes lists {len(nodes)} node{'s' if len(nodes) != 1 else ''} but "
+                             f"{hosts[3]} has {len(hosts[1])} address{'es' if len(hosts[1]) != 1 else ''}",
+                             "one hostfile line per node, in the same order (line N is node N-1)")
+        if hosts is not None:
+            kw["hostfile"], kw["hosts"] = str(hosts[0]), tuple(hosts[1])
+
+        gpus = self.get(data, "gpus_per_node", int, what="a whole number of GPUs")
+        if gpus is not None:
+            if gpus < 0:
+                self.problem(("gpus_per_node",), f"gpus_per_node must be 0 or more, not {gpus}")
+            else:
+                kw["gpus_per_node"] = gpus
+        if hosts is not None:
+            slots = {h.slots for h in hosts[1]}
+            if len(slots) == 1 and None not in slots:
+                (only,) = slots
+                if gpus is not None and gpus != only:
+                    self.problem(("gpus_per_node",), f"gpus_per_node = {gpus} but the hostfile says slots={only}",
+                                 "make them agree, or drop gpus_per_node and let the hostfile say it")
+                elif gpus is None:
+                    kw["gpus_per_node"] = only
+
+        local = self.remote_path(data, "local_scratch")
+        if local:
+            kw["local_scratch"] = local
+        shared = self.string_list(data, "shared_paths")
+        if shared is not None:
+            paths: list[str] = []
+            for line, item in shared:
+                path = self.remote_path({}, "shared_paths", value=item, line=line)
+                if path and path in paths:
+                    self.problem(("shared_paths",), f"shared path {path} is listed twice", line=line)
+                elif path:
+                    paths.append(path)
+            kw["shared_paths"] = tuple(paths)
+        user = self.get(data, "scratch_user", str)
+        if user is not None:
+            if _USER_RE.match(user):
+                kw["scratch_user"] = user
+            else:
+                self.problem(("scratch_user",), f"scratch_user {user!r} contains {_bad_chars(user)}",
+                             "a user name: letters, digits, '.', '_', '-'")
+        root = self.remote_path(data, "scratch_root")
+        if root:
+            kw["scratch_root"] = root
+        python = self.get(data, "eval_python", str)
+        if python is not None:
+            if _COMMAND_RE.match(python):
+                kw["eval_python"] = python
+            else:
+                self.problem(("eval_python",), f"eval_python {python!r} contains {_bad_chars(python)}, which a "
+                             "shell would interpret", "an interpreter path such as /opt/venv/bin/python")
+        index = self.get(data, "torch_index", str)
+        if index is not None:
+            if re.match(r"^https?://[^\s'\"`$;|&<>()]+$", index):
+                kw["torch_index"] = index.rstrip("/")
+            else:
+                self.problem(("torch_index",), f"torch_index {index!r} is not an http(s) URL",
+                             "e.g. https://download.pytorch.org/whl (clustereval appends /cu130 etc.)")
+        install = self.get(data, "install_packages", bool, what="true or false")
+        if install is not None:
+            kw["install_packages"] = install
+        rdzv = self.port(data, "rdzv_port", hint="the rendezvous port on the first hostfile node, e.g. 29500")
+        if rdzv is not None:
+            kw["rdzv_port"] = rdzv
+        cpu_ranks = self.positive(data, "cpu_ranks_per_node")
+        if cpu_ranks is not None:
+            kw["cpu_ranks_per_node"] = int(cpu_ranks)
+        reports = self.get(data, "reports_dir", str)
+        if reports is not None:
+            if reports.strip() and "\n" not in reports:
+                kw["reports_dir"] = reports
+            else:
+                self.problem(("reports_dir",), "reports_dir must be a directory path")
+
+        slurm = self._slurm(data)
+        if slurm is not None:
+            kw["slurm"] = slurm
+        ssh = self._ssh(data, base_dir)
+        if ssh is not None:
+            kw["ssh"] = ssh
+            if ssh.port is not None and rdzv is not None and ssh.port == rdzv:
+                self.problem(("rdzv_port",), f"rdzv_port {rdzv} is also the SSH port",
+                             "the rendezvous needs a free port on the first node, e.g. 29500")
+        nccl = self._nccl(data)
+        if nccl is not None:
+            kw["nccl_env"] = nccl
+        targets = self._targets(data)
+        if targets is not None:
+            kw["targets"] = targets
+
+        if self.problems:
+            return None
+        if "nodes" not in kw and access != "slurm":  # access = "local" with no node list: this machine
+            import socket
+
+            kw["nodes"] = (socket.gethostname().split(".")[0] or "localhost",)
+        kw.setdefault("scratch_user", _user())
+        return Config(source=str(self.path), given=tuple(self.given), **kw)
+
+    def _nodes(self, data: dict, hosts: list[HostEntry] | None) -> list[str] | None:
+        items = self.string_list(data, "nodes")
+        if items is None:
+            # with Slurm the allocation names the nodes (scontrol show hostnames)
+            if "nodes" not in data and data.get("access", "local") not in ("local", "slurm"):
+                example = ", ".join(f'"{h.address}"' for h in hosts[:4]) if hosts else '"gpu-a", "gpu-b"'
+                self.problem(("access",), "nodes is missing: every node identity is needed",
+                             f"list them in hostfile order: nodes = [{example}] (host names, pod names or IPs)")
+            return None
+        if not items:
+            self.problem(("nodes",), "nodes is empty", 'list every node: nodes = ["gpu-a", "gpu-b"]')
+            return None
+        names: list[str] = []
+        first: dict[str, int] = {}
+        for line, node in items:
+            if not valid_address(node):
+                self.problem(("nodes",), f"node {node!r} contains {_bad_chars(node)}, which a shell would interpret",
+                             "node identities are host names, pod names or IP addresses: letters, digits, '.', "
+                             "'-', '_'", line=line)
+            elif node in first:
+                self.problem(("nodes",), f"node {node!r} is listed twice (first at line {first[node]})",
+                             "list each node once", line=line)
+            else:
+                first[node] = line
+                names.append(node)
+        return names
+
+    def _hostfile(self, data: dict, base_dir: Path) -> tuple[Path, list[HostEntry], bool, str] | None:
+        """(path, entries, parsed cleanly, the name problems use)."""
+        value = self.get(data, "hostfile", str, what="a path")
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = base_dir / path
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            self.problem(("hostfile",), f"cannot read the hostfile {value}: {exc.strerror or exc}",
+                         "paths are relative to cluster.toml; one peer address per line")
+            return None
+        display = value if not Path(value).is_absolute() else str(path)
+        hosts, problems = parse_hostfile(text, display)
+        self.problems.extend(problems)
+        return path, hosts, not problems, display
+
+    def _slurm(self, data: dict) -> SlurmConfig | None:
+        """``[slurm]`` (the checks live beside the schema in ``config.slurm_config_from_table``)."""
+        table = self.get(data, "slurm", dict, what="a table ([slurm])")
+        if table is None:
+            return None
+        self.given.extend(f"slurm.{key}" for key in table)
+        cfg, problems = slurm_config_from_table(table)
+        for key, message, hint in problems:
+            self.problem(("slurm", key), message, hint)
+        return None if problems else cfg
+
+    def _ssh(self, data: dict, base_dir: Path) -> SshConfig | None:
+        table = self.get(data, "ssh", dict, what="a table ([ssh])")
+        if table is None:
+            return None
+        prefix = ("ssh",)
+        self.unknown(table, SSH_KEYS, prefix)
+        kw: dict[str, Any] = {}
+        port = self.port(table, "port", prefix, "the port sshd listens on, e.g. 22, 2222 or 7878")
+        if port is not None:
+            kw["port"] = port
+        user = self.get(table, "user", str, prefix)
+        if user is not None:
+            if _USER_RE.match(user):
+                kw["user"] = user
+            else:
+                self.problem((*prefix, "user"), f"ssh user {user!r} contains {_bad_chars(user)}",
+                             "a login name: letters, digits, '.', '_', '-'")
+        for key in ("identity_file", "config_file"):
+            value = self.get(table, key, str, prefix, "a path")
+            if value is None:
+                continue
+            path = Path(value).expanduser()
+            path = path if path.is_absolute() else base_dir / path
+            if not path.is_file():
+                self.problem((*prefix, key), f"ssh {key} {value} does not exist",
+                             "paths are relative to cluster.toml; ~ is your home directory")
+            else:
+                kw[key] = str(path)
+        options = self.string_list(table, "options", prefix)
+        if options is not None:
+            good = []
+            for line, opt in options:
+                if _SSH_OPTION_RE.match(opt) and "\n" not in opt:
+                    good.append(opt)
+                else:
+                    self.problem((*prefix, "options"), f"ssh option {opt!r} is not Key=Value",
+                                 'e.g. options = ["ProxyJump=bastion", "ServerAliveInterval=30"]', line=line)
+            kw["options"] = tuple(good)
+        timeout = self.positive(table, "connect_timeout_s", prefix)
+        if timeout is not None:
+            kw["connect_timeout_s"] = timeout
+        return SshConfig(**kw)
+
+    def _nccl(self, data: dict) -> tuple[tuple[str, str], ...] | None:
+        table = self.get(data, "nccl_env", dict, what="a table ([nccl_env])")
+        if table is None:
+            return None
+        out = []
+        for key, value in table.items():
+            if not _ENV_RE.match(key):
+                self.problem(("nccl_env", key), f"{key!r} is not an environment variable name",
+                             "e.g. NCCL_IB_HCA = \"mlx5\"")
+                continue
+            if isinstance(value, bool):
+                value = int(value)
+            if not isinstance(value, (str, int, float)):
+                self.problem(("nccl_env", key), f"nccl_env.{key} must be a string or a number, not {_show(value)}")
+                continue
+            out.append((key, str(value)))
+        return tuple(out)
+
+    def _targets(self, data: dict) -> Targets | None:
+        table = self.get(data, "targets", dict, what="a table ([targets])")
+        if table is None:
+            return None
+        prefix = ("targets",)
+        self.unknown(table, TARGET_KEYS, prefix)
+        kw: dict[str, Any] = {}
+        for key in ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s"):
+            value = self.positive(table, key, prefix, integer=False)
+            if value is not None:
+                kw[key] = float(value)
+        storage = self.get(table, "storage", list, prefix, "a list of [[targets.storage]] tables")
+        if storage is not None:
+            entries = []
+            for i, entry in enumerate(storage):
+                sp = (*prefix, "storage", i)
+                if not isinstance(entry, dict):
+                    self.problem(sp, "each [[targets.storage]] entry must be a table")
+                    continue
+                self.unknown(entry, STORAGE_KEYS, sp)
+                mount = self.remote_path(entry, "mount", sp)
+                if mount is None:
+                    if "mount" not in entry:
+                        self.problem(sp, "a [[targets.storage]] entry needs mount = \"/path\"")
+                    continue
+                cells: dict[str, dict[str, float]] = {}
+                for unit in ("bw_mib_s", "iops"):
+                    values = self.get(entry, unit, dict, sp, "a table of cell = number") or {}
+                    cells[unit] = {}
+                    for cell, v in values.items():
+                        if cell not in STORAGE_CELLS:
+                            self.problem((*sp, unit), f"unknown fio cell {cell!r} in {unit}",
+                                         f"cells are {', '.join(STORAGE_CELLS)}")
+                        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                            self.problem((*sp, unit), f"{unit}.{cell} must be a positive number, not {_show(v)}")
+                        else:
+                            cells[unit][cell] = float(v)
+                source = self.get(entry, "source", str, sp) or ""
+                entries.append(StorageTarget(mount=mount, bw_mib_s=cells["bw_mib_s"], iops=cells["iops"],
+                                             source=source))
+            kw["storage"] = tuple(entries)
+        return Targets(**kw)
+
+
+def _kind_name(kinds: tuple) -> str:
+    names = {str: "a string", int: "a whole number", float: "a number", bool: "true or false", list: "a list",
+             dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _example(kinds: tuple) -> str:
+    return {str: '"..."', int: "8", float: "1.5", bool: "true", list: '["..."]', dict: "{ ... }"}.get(kinds[0], "...")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and validate ``path`` (and the hostfile it names). Raises ``ConfigError`` listing
+    every problem, each as ``file:line: message (hint: ...)``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), f"cannot read: {exc.strerror or exc}",
+                                   "run `clustereval init` to write a commented template")]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        line = m.group(1) if m else "1"
+        raise ConfigError([Problem(f"{path}:{line}", f"not valid TOML: {re.sub(r' ?[(]at line.*', '', msg)}",
+                                   'check quotes and brackets; strings need "quotes", lists [brackets]')]) from None
+    loader = _Loader(path, text)
+    config = loader.load(data)
+    if config is None:
+        raise ConfigError(_in_file_order(loader.problems))
+    return config
+
+
+def _in_file_order(problems: list[Problem]) -> list[Problem]:
+    """Grouped by file (cluster.toml first, as met), by line within a file."""
+    files: list[str] = []
+
+    def key(problem: Problem) -> tuple:
+        file, _, line = problem.where.rpartition(":")
+        if file not in files:
+            files.append(file)
+        return (files.index(file), int(line) if line.isdigit() else 0)
+
+    keys = [key(p) for p in problems]
+    return [p for _, p in sorted(zip(keys, problems, strict=True), key=lambda kp: kp[0])]
+
+
+TEMPLATE_NAME = "cluster-template.toml"
+
+
+def template_text() -> str:
+    """The commented cluster.toml ``clustereval init`` writes (it loads as-is: this machine alone)."""
+    import socket
+    from importlib.resources import files
+
+    host = socket.gethostname().split(".")[0] or "localhost"
+    text = files("clustereval.data").joinpath(TEMPLATE_NAME).read_text()
+    return text.replace("@HOST@", host if _NODE_RE.match(host) else "localhost")

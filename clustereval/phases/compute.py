@@ -1,0 +1,550 @@
+"""The Compute phases: hardware health (``dcgmi diag -r 2``), the matmul MAMF/MSMF pass, lemon GEMM.
+
+- health: on every node at once, start ``nv-hostengine`` if it is not running (and stop it
+  again afterwards), run ``dcgmi diag -r 2``, keep the console log, parse Pass / Fail per plugin
+  and GPU. DCGM missing, unprivileged or failing is a Gap with a plan; the other passes still run.
+- matmul: GPU0 searches for MAMF and MSMF while every other GPU runs a continuous matmul; then
+  each other GPU measures GPU0's MSMF shape while every sibling (GPU0 included) runs one. A GPU
+  more than 2% below its node median gets two more passes with the shape pinned.
+- lemon: the fixed 16384³ matmul on every GPU, one at a time with the siblings idle; same
+  three-pass rule; an error or a hang is a dead GPU.
+
+Before every pass and before every GPU's measurement, foreign compute processes stop the pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clustereval.analysis.gpu_passes import gpu_label, three_pass
+from clustereval.phases.base import RunContext
+from clustereval.phases.gpunode import (
+    Guard,
+    LoadSet,
+    MatmulPlan,
+    NodeGpus,
+    busy_text,
+    check_interpreter,
+    copy_tool,
+    hostname_of,
+    inventory,
+    launch,
+    plan_for,
+)
+from clustereval.phases.workerproc import WorkerProc, is_event
+from clustereval.probes.dcgmi import connection_error, cuda_major, diag_argv, parse_diag
+from clustereval.records import Gap, from_dict
+from clustereval.records.compute import (
+    GpuMsmf,
+    HealthRecord,
+    LemonGpu,
+    LemonRecord,
+    MatmulRecord,
+    NodeHealth,
+    NodeLemon,
+    NodeMatmul,
+    SearchSummary,
+    ShapeTiming,
+)
+from clustereval.transport.base import Node, run_parallel
+
+NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
+               "cluster has no GPU results")
+
+
+def _no_gpu_gap(phase: str, invs: list[NodeGpus]) -> Gap:
+    why = "; ".join(f"{i.node.name}: {i.error}" for i in invs)
+    return Gap(phase=phase, text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
+               plan=NO_GPU_PLAN)
+
+
+def _inventories(ctx: RunContext, plan: MatmulPlan) -> list[NodeGpus]:
+    return run_parallel(ctx.nodes, lambda n: inventory(ctx, n, plan), ctx.transport.fanout)
+
+
+# -- hardware health -------------------------------------------------------------------------
+
+_HEALTH_PROBE = ("command -v dcgmi >/dev/null 2>&1 && echo have:dcgmi; "
+                 "command -v nv-hostengine >/dev/null 2>&1 && echo have:nv-hostengine; "
+                 "command -v nvidia-smi >/dev/null 2>&1 && echo have:nvidia-smi; "
+                 "(. /etc/os-release 2>/dev/null && echo os:$ID:$VERSION_ID:$ID_LIKE); "
+                 "nvidia-smi 2>/dev/null | grep -m1 'CUDA Version' || true")
+
+
+def dcgm_install_plan(os_line: str, cuda: str) -> str:
+    """The package and commands for this OS; the CUDA major comes from the driver."""
+    pkg = f"datacenter-gpu-manager-4-cuda{cuda or '<CUDA major from nvidia-smi>'}"
+    ident = os_line.lower()
+    if any(d in ident for d in ("ubuntu", "debian")):
+        how = f"add NVIDIA's CUDA repository (the `cuda-keyring` package), then `sudo apt-get install -y {pkg}`"
+    elif any(d in ident for d in ("rhel", "rocky", "centos", "fedora", "almalinux", "amzn")):
+        how = f"add NVIDIA's CUDA repository, then `sudo dnf install -y {pkg}`"
+    else:
+        how = (f"add NVIDIA's CUDA repository, then install `{pkg}` (`apt-get` on Debian/Ubuntu, "
+               "`dnf` on RHEL/Rocky)")
+    return f"{how}; then re-run with `clustereval run --resume RUN_DIR` (or accept the gap)"
+
+
+class HealthPhase:
+    name = "health"
+    title = "Hardware health (dcgmi diag -r 2)"
+    level = 2
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> HealthRecord:
+        rec = HealthRecord(level=self.level)
+        plan = plan_for(ctx)
+        if plan.cpu:
+            rec.status = "skipped"
+            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so `dcgmi diag -r 2` did not run.",
+                                plan=NO_GPU_PLAN))
+            return rec
+        results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        rec.nodes = [r[0] for r in results if r[0] is not None]
+        for _, gaps in results:
+            rec.gaps += gaps
+        if not any(n.ran for n in rec.nodes):
+            rec.status = "failed" if rec.nodes else "skipped"
+        elif rec.gaps:
+            rec.status = "partial"
+        return rec
+
+    def _node(self, ctx: RunContext, node: Node) -> tuple[NodeHealth | None, list[Gap]]:
+        probe = ctx.transport.run(node, ["sh", "-c", _HEALTH_PROBE], timeout_s=60)
+        have = {ln[5:] for ln in probe.stdout.splitlines() if ln.startswith("have:")}
+        os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
+        cuda = cuda_major(probe.stdout)
+        if "nvidia-smi" not in have:
+            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (`nvidia-smi` is not installed), so "
+                                         "`dcgmi diag -r 2` did not run there.", NO_GPU_PLAN, node.name)]
+        nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
+        if "dcgmi" not in have:
+            nh.errors.append("dcgmi is not installed")
+            return nh, [Gap(self.name, f"DCGM (`dcgmi`) is not installed on {node.name}, so the hardware health "
+                                       "check did not run there.", dcgm_install_plan(os_line, cuda), node.name)]
+        ctx.progress(self.name, node.name, f"dcgmi diag -r {self.level}", 600.0)
+        disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
+        if not disc.ok and connection_error(disc.stdout + disc.stderr) and "nv-hostengine" in have:
+            started = ctx.transport.run(node, ["nv-hostengine"], timeout_s=60)
+            nh.hostengine_started = started.ok
+            disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
+        try:
+            if not disc.ok:
+                why = _last_line(disc.stdout + "\n" + disc.stderr)
+                nh.errors.append(why)
+                return nh, [Gap(self.name, f"DCGM's host engine (`nv-hostengine`) could not be reached on {node.name} "
+                                           f"({why}), so the hardware health check did not run there.",
+                                "run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it "
+                                "on the node, then re-run with `clustereval run --resume RUN_DIR`", node.name)]
+            res = ctx.transport.run(node, diag_argv(self.level), timeout_s=1800)
+            nh.log_rel = f"health/dcgm-diag-r{self.level}-{node.name}.txt"
+            ctx.raw(nh.log_rel, f"$ dcgmi diag -r {self.level}\n{res.stdout}{res.stderr}")
+            report = parse_diag(res.stdout + "\n" + res.stderr)
+            nh.ran, nh.dcgm_version, nh.results = report.ran, report.version, report.results
+            nh.errors += report.errors
+            if not report.ran:
+                why = "timed out after 30 min" if res.timed_out else _last_line(res.stdout + "\n" + res.stderr)
+                return nh, [Gap(self.name, f"`dcgmi diag -r {self.level}` did not complete on {node.name} ({why}).",
+                                "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
+                                "and re-run with `clustereval run --resume RUN_DIR`", node.name)]
+            return nh, []
+        finally:
+            if nh.hostengine_started:
+                ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+# -- matmul ----------------------------------------------------------------------------------
+
+
+BUSY_PLAN = "find out whose processes these are and re-run the pass when the GPUs are free (`clustereval run --resume RUN_DIR`)"
+
+
+class PassAborted(Exception):
+    """The node's pass stops: foreign compute processes appeared, or the sibling loads would not run."""
+
+    def __init__(self, text: str, plan: str = BUSY_PLAN) -> None:
+        super().__init__(text)
+        self.text, self.plan = text, plan
+
+
+class MatmulPhase:
+    name = "matmul"
+    title = "GPU performance benchmarks (MAMF / MSMF)"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> MatmulRecord:
+        plan = plan_for(ctx)
+        rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
+                           settle_s=plan.settle_s, sustain_s=plan.sustain_s)
+        invs = _inventories(ctx, plan)
+        live = [i for i in invs if i.gpus]
+        if not live:
+            rec.status = "skipped"
+            rec.gaps.append(_no_gpu_gap(self.name, invs))
+            return rec
+        rec.tool_rel = copy_tool(ctx)
+        results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
+        rec.nodes = [r[0] for r in results]
+        for _, gaps in results:
+            rec.gaps += gaps
+        for inv in invs:
+            if not inv.gpus:
+                rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
+                                    NO_GPU_PLAN, inv.node.name))
+        rec.saturated_sm_mhz = saturated_clock(rec)
+        if rec.gaps:
+            rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
+        return rec
+
+
+def saturated_clock(rec: MatmulRecord) -> tuple[int, int] | None:
+    """SM clock range (5th–95th percentile of the samples) of every pinned measurement that held the
+    board at its power limit: the Environment GPU table's saturated clock."""
+    lows, highs = [], []
+    for node in rec.nodes:
+        timings = [t for g in node.gpus for t in g.timings if t is not None]
+        if node.search and node.search.msmf:
+            timings.append(node.search.msmf)
+        for t in timings:
+            if t.label == "" and t.power_w is not None and t.sm_mhz_low is not None and t.sm_mhz_high is not None:
+                lows.append(t.sm_mhz_low)
+                highs.append(t.sm_mhz_high)
+    return (int(round(min(lows))), int(round(max(highs)))) if lows else None
+
+
+class NodePass:
+    """The matmul pass on one node."""
+
+    def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> None:
+        self.ctx, self.inv, self.plan = ctx, inv, plan
+        self.node = inv.node
+        first = inv.gpus[0]
+        self.rec = NodeMatmul(node=self.node.name, index=self.node.index, hostname=inv.hostname,
+                              gpu_name=first.name, num_gpus=len(inv.gpus), power_limit_w=first.power_limit_w,
+                              boost_mhz=first.boost_mhz,
+                              gpus=[GpuMsmf(gpu=g) for g in inv.indices])
+        self.gaps: list[Gap] = []
+        self.guard = Guard(ctx, inv, plan)
+        self.log_dir = f"matmul/{self.node.name}"
+        self.loads = LoadSet(ctx, inv, plan, self.log_dir)
+        self.shape: tuple[int, int, int] | None = None
+
+    def gap(self, text: str, plan: str) -> None:
+        self.gaps.append(Gap(MatmulPhase.name, text, plan, self.node.name))
+
+    def run(self) -> tuple[NodeMatmul, list[Gap]]:
+        """GPU0's search, then every other GPU at its MSMF shape; three passes when one is > 2% low."""
+        def work() -> None:
+            self._search()
+            if self.shape is not None:
+                self._passes(self._first_pass())
+        return self._guarded(work)
+
+    def run_at(self, shape: tuple[int, int, int], max_passes: int = 3) -> tuple[NodeMatmul, list[Gap]]:
+        """Every GPU at a given shape, each with all the others loaded (the benchmark's all-GPU pass)."""
+        def work() -> None:
+            self.shape = self.rec.msmf_shape = shape
+            self._passes(self._pinned_pass(), max_passes)
+        return self._guarded(work)
+
+    def _guarded(self, work: Callable[[], object]) -> tuple[NodeMatmul, list[Gap]]:
+        try:
+            self._check(set(), {}, "The GPU performance pass")
+            work()
+        except PassAborted as exc:
+            self.rec.error = exc.text
+            self.gap(exc.text, exc.plan)
+        finally:
+            self.loads.stop_all()
+        return self.rec, self.gaps
+
+    def _passes(self, first: dict[int, float | None], max_passes: int = 3) -> None:
+        passes = [first]
+        verdict = three_pass(passes)
+        if verdict.needs_more_passes and max_passes >= 3:
+            for _ in range(2):
+                passes.append(self._pinned_pass())
+            verdict = three_pass(passes)
+        self.rec.num_passes = len(passes)
+        self.rec.medians = [round(m, 4) for m in verdict.medians]
+        self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
+
+    def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
+        found = self.guard.foreign(own_pids, own)
+        if found:
+            raise PassAborted(busy_text(self.node, found, what))
+
+    def _gpu(self, gpu: int) -> GpuMsmf:
+        return next(g for g in self.rec.gpus if g.gpu == gpu)
+
+    # GPU0's search, every sibling loaded
+    def _search(self) -> None:
+        gpus = self.inv.indices
+        gpu0, siblings = gpus[0], gpus[1:]
+        err = self.loads.ensure(set(siblings))
+        if err:
+            self._fail(f"The search on gpu{gpu0} could not start: {err}.")
+            return
+        self._check(self.loads.pids(), self.loads.per_gpu(), "The GPU performance pass")
+        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)),
+                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s),
+                "--coarse-budget", str(self.plan.coarse_budget)]
+        if self.plan.grid:
+            args += ["--grid", self.plan.grid]
+        self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}", None)
+        proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        rc = proc.finish(self.plan.search_timeout_s, idle_timeout_s=self.plan.start_timeout_s)
+        proc.save_log()
+        self._interpreter(proc)
+        result = proc.last("result")
+        if rc != 0 or result is None:
+            why = "no output past the time limit" if rc is None else proc.error_text()
+            self._fail(f"The matmul search on gpu{gpu0} of {self.node.name} failed ({why}).")
+            return
+        summary = from_dict(SearchSummary, result["summary"])
+        self.rec.search = summary
+        self._facts(proc)
+        if summary.msmf is None:
+            suspects = ", ".join(f"{t.m}×{t.n}×{t.k} ({t.why})" for t in summary.sustained) or "none was large enough"
+            self.gap(f"No matmul shape held gpu{gpu0} of {self.node.name} at its power limit when pinned "
+                     f"({suspects}), so there is no MSMF shape and the other GPUs were not measured.",
+                     "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
+            return
+        self.shape = self.rec.msmf_shape = summary.msmf.shape
+
+    def _label(self, gpu: int) -> str:
+        return gpu_label(self.inv.hostname, self.node.index, gpu)
+
+    def _idle_text(self, gpu: int, idle: list[int], *, again: bool) -> str:
+        who = ", ".join(f"gpu{g}" for g in idle)
+        text = f"During the MSMF measurement of `{self._label(gpu)}` the worker saw idle siblings ({who} stopped computing)"
+        return text + (", so it was measured again" if again else "")
+
+    def _fail(self, text: str) -> None:
+        self.rec.error = text
+        self.gap(text, "read the worker log in the raw folder, fix the cause and re-run with "
+                       "`clustereval run --resume RUN_DIR`")
+
+    def _interpreter(self, proc: WorkerProc) -> None:
+        why = check_interpreter(self.ctx, self.node, proc)
+        if why and not any(why in g.text for g in self.gaps):
+            self.gap(f"The matmul worker did not run on the eval Python ({why}).",
+                     "check the launcher's PATH and re-run with `clustereval run --resume RUN_DIR`")
+
+    def _facts(self, proc: WorkerProc) -> None:
+        facts = proc.last("gpu") or {}
+        self.rec.sm_count = int(facts.get("sm_count") or 0)
+        self.rec.memory_gib = float(facts.get("memory_gib") or 0.0)
+        self.rec.power_limit_w = facts.get("power_limit_w") or self.rec.power_limit_w
+        self.rec.boost_mhz = facts.get("boost_mhz") or self.rec.boost_mhz
+        if facts.get("name") and not self.plan.cpu:
+            self.rec.gpu_name = facts["name"]
+
+    def _first_pass(self) -> dict[int, float | None]:
+        """GPU0's MSMF from its search; every other GPU at that shape, every sibling loaded."""
+        gpus = self.inv.indices
+        values: dict[int, float | None] = {}
+        msmf = self.rec.search.msmf if self.rec.search else None
+        g0 = self._gpu(gpus[0])
+        if msmf is not None and msmf.idle_siblings:
+            self.rec.warnings.append(self._idle_text(gpus[0], msmf.idle_siblings, again=True))
+            values[gpus[0]] = self._measure(gpus[0])
+        else:
+            g0.timings.append(msmf)
+            g0.tflops.append(msmf.mean_tflops if msmf else None)
+            values[gpus[0]] = msmf.mean_tflops if msmf else None
+        for g in gpus[1:]:
+            values[g] = self._measure(g)
+        return values
+
+    def _pinned_pass(self) -> dict[int, float | None]:
+        return {g: self._measure(g) for g in self.inv.indices}
+
+    def _measure(self, gpu: int) -> float | None:
+        """One GPU at the MSMF shape while every sibling computes; retried once when a sibling went
+        idle or the run failed. Appends the value (None: failed twice, a dead GPU) to the GPU's list."""
+        rec = self._gpu(gpu)
+        others = [g for g in self.inv.indices if g != gpu]
+        timing: ShapeTiming | None = None
+        failures = 0
+        for attempt in (1, 2):
+            err = self.loads.ensure(set(others))
+            if err:
+                raise PassAborted(f"The GPU performance pass on {self.node.name} stopped before gpu{gpu}'s "
+                                  f"measurement: {err}.", "read the load logs in the raw folder, fix the cause and "
+                                  "re-run with `clustereval run --resume RUN_DIR`")
+            self._check(self.loads.pids(), self.loads.per_gpu(), f"The MSMF measurement of gpu{gpu}")
+            timing, why = self._pinned(gpu, others, attempt)
+            if timing is None:
+                rec.errors.append(why)
+                failures += 1
+                continue
+            if not timing.idle_siblings:
+                break
+            idle = ", ".join(f"gpu{g}" for g in timing.idle_siblings)
+            self.rec.warnings.append(self._idle_text(gpu, timing.idle_siblings, again=attempt == 1))
+            rec.idle_sibling_retries += 1
+            if attempt == 2:
+                self.gap(f"The worker saw idle siblings twice while measuring `{self._label(gpu)}` ({idle} stopped "
+                         "computing), so its MSMF reads high.",
+                         "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
+        if failures >= 2 and timing is None:
+            if gpu not in self.rec.dead:
+                self.rec.dead.append(gpu)
+            self.gap(f"The MSMF measurement of gpu{gpu} on {self.node.name} failed twice ({rec.errors[-1]}).",
+                     "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
+        rec.timings.append(timing)
+        rec.tflops.append(timing.mean_tflops if timing else None)
+        return timing.mean_tflops if timing else None
+
+    def _pinned(self, gpu: int, others: list[int], attempt: int) -> tuple[ShapeTiming | None, str]:
+        assert self.shape is not None
+        m, n, k = self.shape
+        args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--siblings", ",".join(map(str, others)),
+                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s)]
+        passno = len(self._gpu(gpu).tflops) + 1
+        self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
+                          self.plan.settle_s + self.plan.sustain_s)
+        proc = launch(self.ctx, self.node, self.plan, "pinned", args,
+                      f"{self.log_dir}/gpu{gpu}-pass{passno}-try{attempt}.log")
+        rc = proc.finish(self.plan.pinned_timeout_s(), idle_timeout_s=self.plan.start_timeout_s)
+        proc.save_log()
+        self._interpreter(proc)
+        result = proc.last("result")
+        if rc != 0 or result is None:
+            return None, "no result within the time limit" if rc is None else proc.error_text()
+        return from_dict(ShapeTiming, result["timing"]), ""
+
+
+# -- lemon -----------------------------------------------------------------------------------
+
+
+class LemonPhase:
+    name = "lemon"
+    title = "Find underperforming GPUs (lemon GEMM)"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> LemonRecord:
+        plan = plan_for(ctx)
+        rec = LemonRecord(size=plan.lemon_size or (256 if plan.cpu else 16384), dtype=plan.dtype)
+        invs = _inventories(ctx, plan)
+        live = [i for i in invs if i.gpus]
+        if not live:
+            rec.status = "skipped"
+            rec.gaps.append(_no_gpu_gap(self.name, invs))
+            return rec
+        results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)
+        rec.nodes = [r[0] for r in results]
+        for _, gaps in results:
+            rec.gaps += gaps
+        if rec.gaps:
+            rec.status = "partial"
+        return rec
+
+    def _node(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> tuple[NodeLemon, list[Gap]]:
+        node = inv.node
+        out = NodeLemon(node=node.name, index=node.index, hostname=inv.hostname,
+                        gpu_name=inv.gpus[0].name, gpus=[LemonGpu(gpu=g) for g in inv.indices])
+        gaps: list[Gap] = []
+        guard = Guard(ctx, inv, plan)
+        found = guard.foreign()
+        if found:
+            out.error = busy_text(node, found, "The lemon GEMM pass")
+            return out, [Gap(self.name, out.error, BUSY_PLAN, node.name)]
+        passes: list[dict[int, float | None]] = []
+        try:
+            passes.append(self._pass(ctx, inv, plan, out, inv.indices, 1))
+            verdict = three_pass(passes)
+            if verdict.needs_more_passes:
+                alive = [g.gpu for g in out.gpus if not g.error]
+                for p in (2, 3):
+                    passes.append(self._pass(ctx, inv, plan, out, alive, p))
+                verdict = three_pass(passes)
+        except PassAborted as exc:
+            out.error = exc.text
+            gaps.append(Gap(self.name, exc.text, exc.plan, node.name))
+            return out, gaps
+        out.num_passes = len(passes)
+        out.medians = [round(m, 4) for m in verdict.medians]
+        out.flagged, out.underperforming = verdict.flagged, verdict.underperforming
+        out.dead = [g.gpu for g in out.gpus if g.error]
+        for g in out.gpus:
+            if g.error:
+                gaps.append(Gap(self.name, f"gpu{g.gpu} of {node.name} gave no lemon GEMM result ({g.error}).",
+                                "drain the GPU and ask the provider to replace it, or re-run to confirm"))
+        return out, gaps
+
+    def _pass(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, out: NodeLemon, gpus: list[int],
+              passno: int) -> dict[int, float | None]:
+        """Every listed GPU in one worker; a GPU that hangs is killed, marked dead, and the rest continue
+        in a fresh worker."""
+        values: dict[int, float | None] = {g: None for g in gpus}
+        todo = list(gpus)
+        attempt = 0
+        while todo:
+            attempt += 1
+            args = ["--gpus", ",".join(map(str, todo))]
+            if plan.lemon_size:
+                args += ["--size", str(plan.lemon_size)]
+            size = plan.lemon_size or (256 if plan.cpu else 16384)
+            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
+            proc = launch(ctx, inv.node, plan, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
+            current = None
+            try:
+                for g in list(todo):
+                    if proc.wait_event(is_event("begin", gpu=g), plan.start_timeout_s) is None:
+                        break
+                    current = g
+                    done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
+                                           plan.lemon_gpu_timeout_s)
+                    if done is None:
+                        if ctx.stop.is_set():  # interrupted: no verdict on this GPU
+                            todo = []
+                            break
+                        why = (f"the worker exited ({proc.error_text()})" if proc.eof
+                               else f"hung: no result within {plan.lemon_gpu_timeout_s:.0f} s")
+                        self._dead(out, g, why)
+                        todo.remove(g)
+                        current = None
+                        break
+                    todo.remove(g)
+                    current = None
+                    if done["event"] == "busy":
+                        procs = "; ".join(f"pid {p['pid']} ({p['name']}) on gpu{g}" for p in done.get("processes", []))
+                        raise PassAborted(busy_text(inv.node, [procs], "The lemon GEMM pass"))
+                    if done["event"] == "error":
+                        self._dead(out, g, str(done.get("error", "error")))
+                        continue
+                    t = from_dict(ShapeTiming, done["timing"])
+                    values[g] = t.mean_tflops
+                    lg = next(x for x in out.gpus if x.gpu == g)
+                    lg.tflops.append(t.mean_tflops)
+                    lg.power_w, lg.sm_mhz = t.power_w, t.sm_mhz
+                    lg.sm_count = int(done.get("sm_count") or 0)
+                    out.sm_count = out.sm_count or lg.sm_count
+            finally:
+                proc.kill()
+                proc.save_log()
+            if current is None and todo and not proc.of("begin"):
+                # the worker never reached a GPU: it cannot start at all
+                for g in list(todo):
+                    self._dead(out, g, f"the worker did not start ({proc.error_text()})")
+                todo = []
+        return values
+
+    @staticmethod
+    def _dead(out: NodeLemon, gpu: int, why: str) -> None:
+        lg = next(x for x in out.gpus if x.gpu == gpu)
+        lg.error = lg.error or why
+        lg.tflops.append(None)

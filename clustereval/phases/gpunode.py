@@ -1,0 +1,226 @@
+"""What the compute phases share: the plan, each node's GPUs, the busy-GPU guard, worker launching,
+and the sibling loads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clustereval.phases.base import RunContext
+from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_argv, worker_env
+from clustereval.phases.workerproc import WorkerProc, is_event
+from clustereval.probes.gpu_procs import (
+    COMPUTE_APPS_ARGV,
+    GPU_INDEX_ARGV,
+    GpuRow,
+    foreign_apps,
+    parse_compute_apps,
+    parse_gpu_rows,
+)
+from clustereval.transport.base import Node
+
+WORKER_SOURCE = Path(__file__).resolve().parent.parent / "workers" / "matmul.py"
+SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
+TOOL_REL = "tools/matmul.py"
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """How the compute passes run. ``device="cpu"`` runs the same passes on the CPU with tiny
+    shapes and ``cpu_gpus`` stand-in GPUs (tests and benchmark smoke runs)."""
+
+    device: str = "cuda"
+    dtype: str = "bfloat16"
+    grid: str = ""  # the worker's default search space when empty
+    coarse_budget: int = 256
+    settle_s: float = 1.5  # a pinned shape runs this long before timing starts
+    sustain_s: float = 3.0  # ... then is timed this long
+    load_shape: str = "8192x8192x8192"  # the siblings' continuous matmul
+    lemon_size: int = 0  # 0: 16384 on a GPU, 256 on CPU
+    cpu_gpus: int = 0
+    start_timeout_s: float = 300.0  # a worker must print its first line within this
+    search_timeout_s: float = 3600.0
+    lemon_gpu_timeout_s: float = 300.0  # one GPU's lemon GEMM; past it the GPU is hung (dead)
+    load_max_s: float = 3600.0
+
+    @property
+    def cpu(self) -> bool:
+        return self.device == "cpu"
+
+    def pinned_timeout_s(self) -> float:
+        return self.start_timeout_s + self.settle_s + self.sustain_s + 120.0
+
+
+def plan_for(ctx: RunContext) -> MatmulPlan:
+    extra = ctx.records.get("_matmul_plan")
+    if isinstance(extra, MatmulPlan):
+        return extra
+    if ctx.profile.matmul_seconds_per_shape:
+        return MatmulPlan(sustain_s=ctx.profile.matmul_seconds_per_shape)
+    return MatmulPlan()
+
+
+@dataclass
+class NodeGpus:
+    node: Node
+    hostname: str
+    gpus: list[GpuRow] = field(default_factory=list)
+    error: str = ""  # why there are none
+
+    @property
+    def indices(self) -> list[int]:
+        return [g.index for g in self.gpus]
+
+
+def hostname_of(ctx: RunContext, node: Node) -> str:
+    """The hostname the Environment Host table uses (GPU names need it), else the configured name."""
+    env = ctx.records.get("environment")
+    for n in getattr(env, "nodes", []) or []:
+        if getattr(n, "node", "") == node.name and getattr(n, "hostname", ""):
+            return n.hostname
+    pre = ctx.records.get("preflight")
+    for n in getattr(pre, "nodes", []) or []:
+        if getattr(n, "name", "") == node.name and getattr(n, "hostname", ""):
+            return n.hostname
+    return node.name
+
+
+def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
+    """The node's GPUs as nvidia-smi numbers them (or the CPU stand-ins)."""
+    out = NodeGpus(node, hostname_of(ctx, node))
+    if plan.cpu:
+        out.gpus = [GpuRow(i, f"cpu-{i}", "CPU") for i in range(max(1, plan.cpu_gpus))]
+        return out
+    res = ctx.transport.run(node, GPU_INDEX_ARGV, timeout_s=60)
+    out.gpus = parse_gpu_rows(res.stdout) if res.ok else []
+    if not out.gpus:
+        why = (res.stderr or res.stdout).strip().splitlines()
+        out.error = "`nvidia-smi` is not installed" if res.rc == 127 else (
+            why[-1][:200] if why else "`nvidia-smi` lists no GPU")
+    return out
+
+
+class Guard:
+    """The busy-GPU check: foreign compute processes abort a performance pass."""
+
+    def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> None:
+        self.ctx, self.inv, self.plan = ctx, inv, plan
+        self.uuid_to_index = {g.uuid: g.index for g in inv.gpus}
+        self.unchecked = ""  # why the check could not run, when it could not
+
+    def foreign(self, own_pids: set[int] | None = None, own_per_gpu: dict[int, int] | None = None) -> list[str]:
+        """Foreign compute processes now; a finding is checked again after a few seconds, so one of
+        our own processes that is still exiting is not mistaken for a stranger."""
+        if self.plan.cpu:
+            return []
+        found: list[str] = []
+        for attempt in range(2):
+            if attempt:
+                time.sleep(3.0)
+            res = self.ctx.transport.run(self.inv.node, COMPUTE_APPS_ARGV, timeout_s=60)
+            if not res.ok:
+                self.unchecked = (res.stderr or res.stdout).strip()[:200] or f"exit {res.rc}"
+                return []
+            found = foreign_apps(parse_compute_apps(res.stdout), self.uuid_to_index, own_pids or set(),
+                                 own_per_gpu or {})
+            if not found:
+                return []
+        return found
+
+
+def busy_text(node: Node, found: list[str], what: str) -> str:
+    return (f"{what} on {node.name} was stopped: foreign compute processes were on its GPUs "
+            f"({'; '.join(found)}), so its numbers would not be this hardware's alone.")
+
+
+def copy_tool(ctx: RunContext) -> str:
+    """The worker's exact source (and the search it imports) into the raw folder; the report links it."""
+    ctx.raw(TOOL_REL, WORKER_SOURCE.read_text())
+    ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
+    return TOOL_REL
+
+
+def launch(ctx: RunContext, node: Node, plan: MatmulPlan, mode: str, args: list[str], log_rel: str) -> WorkerProc:
+    argv = worker_argv(ctx, "matmul", mode, "--device", plan.device, "--dtype", plan.dtype, *args)
+    env = worker_env(ctx, node, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    return WorkerProc(ctx, node, argv, env, log_rel)
+
+
+def check_interpreter(ctx: RunContext, node: Node, proc: WorkerProc) -> str:
+    hello = proc.last("hello")
+    return interpreter_mismatch(ctx, node.name, hello) if hello else ""
+
+
+_counter = itertools.count()
+
+
+class LoadSet:
+    """The sibling loads of one node: one continuous-matmul process per GPU, started and stopped
+    so that every GPU but the measured one computes."""
+
+    def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, log_dir: str) -> None:
+        self.ctx, self.inv, self.plan, self.log_dir = ctx, inv, plan, log_dir
+        self.scratch = f"{node_scratch(ctx)}/matmul"
+        self.procs: dict[int, WorkerProc] = {}
+        self.stop_files: dict[int, str] = {}
+        self._pids: set[int] = set()
+        self._made_dir = False
+
+    def _stop_file(self, gpu: int) -> str:
+        if not self._made_dir:
+            self.ctx.transport.run(self.inv.node, ["mkdir", "-p", self.scratch], timeout_s=60)
+            self._made_dir = True
+        return f"{self.scratch}/stop-gpu{gpu}-{next(_counter)}"
+
+    def ensure(self, gpus: set[int]) -> str:
+        """Exactly ``gpus`` run a load (each computing); '' or why not."""
+        for g in [g for g in self.procs if g not in gpus]:
+            self.stop(g)
+        for g in sorted(gpus):
+            proc = self.procs.get(g)
+            if proc is None or not proc.alive():
+                if proc is not None:
+                    proc.save_log()
+                self._start(g)
+        for g in sorted(gpus):
+            proc = self.procs[g]
+            if proc.wait_event(is_event("running"), self.plan.start_timeout_s) is None:
+                return f"the continuous matmul on gpu{g} did not start ({proc.error_text()})"
+        return ""
+
+    def _start(self, gpu: int) -> None:
+        stop_file = self._stop_file(gpu)
+        self.stop_files[gpu] = stop_file
+        shape = "128x128x128" if self.plan.cpu else self.plan.load_shape
+        self.procs[gpu] = launch(self.ctx, self.inv.node, self.plan, "load",
+                                 ["--gpu", str(gpu), "--shape", shape, "--stop-file", stop_file,
+                                  "--max-seconds", str(self.plan.load_max_s)],
+                                 f"{self.log_dir}/load-gpu{gpu}-{next(_counter)}.log")
+
+    def stop(self, gpu: int) -> None:
+        self.pids()
+        proc = self.procs.pop(gpu, None)
+        if proc is None:
+            return
+        self.ctx.transport.run(self.inv.node, ["touch", self.stop_files[gpu]], timeout_s=60)
+        if proc.finish(30) is None:
+            proc.kill()
+        proc.save_log()
+
+    def stop_all(self) -> None:
+        for g in list(self.procs):
+            self.stop(g)
+
+    def pids(self) -> set[int]:
+        """Every load process this pass started, running or stopped."""
+        for proc in self.procs.values():
+            hello = proc.last("hello")
+            if hello and isinstance(hello.get("pid"), int):
+                self._pids.add(hello["pid"])
+        return set(self._pids)
+
+    def per_gpu(self) -> dict[int, int]:
+        return {g: 1 for g in self.procs}

@@ -1,0 +1,242 @@
+"""Connectivity and all-reduce phases: torchrun launches of our workers, parsed into records.
+
+Connectivity runs across every node when there are >= 2 (inter-node), else on the one node
+(intra-node). The all-reduce phase sweeps every node on its own (intra-node, all nodes at once, each
+with its own rendezvous) and then, with >= 2 nodes, all nodes x all GPUs together (inter-node).
+GPU sweeps run with ``NCCL_DEBUG=INFO`` so the log says which transport NCCL took and whether NVLS
+was set up; INFO lines are printed while connections are made, during the warm-ups.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clustereval.phases.base import RunContext
+from clustereval.phases.torchrun import (
+    LaunchResult,
+    endpoint_host,
+    launch,
+    nccl_env_info,
+    probe_nodes,
+    ranks_per_node,
+)
+from clustereval.probes.nccl_debug import parse_nccl_info
+from clustereval.records import Gap
+from clustereval.records.network import (
+    AllreduceRecord,
+    ConnectivityRecord,
+    NcclEnvInfo,
+    Sweep,
+    SweepRow,
+)
+from clustereval.report.network_plots import Series, busbw_png
+from clustereval.transport.base import Node, run_parallel
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+MIN_BYTES = 32 * KIB
+CPU_MAX_BYTES = 4 * MIB  # gloo over loopback / TCP: small payloads only
+CONNECTIVITY_TIMEOUT_S = 300
+SWEEP_TIMEOUT_S = 1800
+NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET"}
+WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
+TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
+
+
+def copy_tools(ctx: RunContext) -> None:
+    """The exact worker sources that produced the numbers, for the report to link."""
+    for name in TOOL_FILES:
+        ctx.raw(f"tools/{name}", (WORKERS_DIR / name).read_text())
+
+
+def launcher_gap(phase: str, what: str, res: LaunchResult) -> Gap:
+    info = res.info
+    why = info.diagnosis_text or info.error or "the launch failed"
+    nodes = ", ".join(info.nodes)
+    return Gap(phase=phase,
+               text=f"{what} did not run: torchrun on {nodes} failed ({why}). Log: `{info.logs[0] if info.logs else ''}`.",
+               plan=_plan_for(info.diagnosis))
+
+
+def _plan_for(diagnosis: str) -> str:
+    return {
+        "store-not-listening": "free the rendezvous port on the first node or set `rdzv_port` in cluster.toml to an "
+                               "unused port, then re-run with `clustereval run --resume RUN_DIR`",
+        "unreachable-port": "open the rendezvous TCP port (`rdzv_port` in cluster.toml) between the nodes, then re-run "
+                            "with `clustereval run --resume RUN_DIR`",
+        "unresolvable-master": "make each node's hostname resolve to its routable IP (or accept the automatic "
+                               "`--local_addr`), then re-run with `clustereval run --resume RUN_DIR`",
+        "timeout": "check the nodes for a hung GPU or a stalled collective (NCCL_DEBUG=INFO log in the raw folder), "
+                   "then re-run with `clustereval run --resume RUN_DIR`",
+    }.get(diagnosis, "read the launch log in the raw folder, fix the cause, then re-run with "
+                     "`clustereval run --resume RUN_DIR`")
+
+
+def _interp_gaps(phase: str, res: LaunchResult) -> list[Gap]:
+    return [Gap(phase=phase, text=f"A worker did not run on the eval Python: {p}.",
+                plan="make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then re-run")
+            for p in res.info.interpreter_problems]
+
+
+class ConnectivityPhase:
+    name = "connectivity"
+    title = "Connectivity"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return bool(ctx.nodes)
+
+    def run(self, ctx: RunContext) -> ConnectivityRecord:
+        copy_tools(ctx)
+        env = nccl_env_info(ctx)
+        nodes = list(ctx.nodes)
+        port = ctx.config.rdzv_port
+        ctx.progress(self.name, nodes[0].name, f"asking {len(nodes)} node(s) the rendezvous questions", None)
+        probes = probe_nodes(ctx, nodes, endpoint_host(nodes), port)
+        nproc, backend = ranks_per_node(ctx, probes)
+        rec = ConnectivityRecord(scope="inter-node" if len(nodes) >= 2 else "intra-node", backend=backend,
+                                 num_nodes=len(nodes), num_ranks=nproc * len(nodes), probes=probes, nccl_env=env)
+        ctx.progress(self.name, nodes[0].name, f"{rec.num_ranks} ranks on {len(nodes)} node(s): join and all-reduce",
+                     None)
+        res = launch(ctx, label="connectivity", module="connectivity", args=["--backend", backend], nodes=nodes,
+                     nproc=nproc, port=port, timeout_s=CONNECTIVITY_TIMEOUT_S,
+                     extra_env=_collective_env(env, backend), probes=probes)
+        rec.launch = res.info
+        rec.ranks = res.ranks()
+        done = res.of("allreduce")
+        rec.allreduce_ok = (res.info.ok and len(done) == rec.num_ranks and all(e.get("ok") for e in done))
+        rec.gaps += _interp_gaps(self.name, res)
+        if not rec.allreduce_ok:
+            rec.status = "failed"
+            if res.info.ok:
+                rec.gaps.append(Gap(phase=self.name, text=f"The connectivity all-reduce returned a wrong sum on "
+                                    f"{rec.num_ranks - sum(1 for e in done if e.get('ok'))} rank(s).",
+                                    plan="run `clustereval snapshot` on the nodes and check the GPUs' health"))
+            else:
+                rec.gaps.append(launcher_gap(self.name, "The connectivity test", res))
+        return rec
+
+
+def _collective_env(env: NcclEnvInfo, backend: str) -> dict[str, str]:
+    return dict(env.final_env) if backend == "nccl" else {}
+
+
+def sweep_args(backend: str, max_bytes: int, *, min_bytes: int = MIN_BYTES, modes: str = "back-to-back,blocking"
+               ) -> list[str]:
+    if backend == "gloo":
+        max_bytes = min(max_bytes, CPU_MAX_BYTES)
+    return ["--backend", backend, "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes), "--modes", modes]
+
+
+def sweep_from(res: LaunchResult, scope: str, backend: str, requested_max: int) -> Sweep:
+    """A Sweep from a launch's rank-0 lines."""
+    info = res.info
+    sweep = Sweep(scope=scope, nodes=list(info.nodes), num_ranks=info.world_size, backend=backend,
+                  launch=info, max_bytes_requested=requested_max)
+    hello = res.of("hello")
+    if hello:
+        sweep.device_name = hello[0].get("device_name", "")
+    for e in res.of("row"):
+        row = SweepRow(payload_bytes=int(e["payload_bytes"]), time_s=float(e["time_s"]),
+                       algbw_gb_s=float(e["algbw_gb_s"]), busbw_gb_s=float(e["busbw_gb_s"]),
+                       iterations=int(e.get("iterations", 0)), method=e.get("method", ""),
+                       check_ok=bool(e.get("check_ok", True)))
+        (sweep.blocking_rows if e.get("mode") == "blocking" else sweep.rows).append(row)
+    sweep.max_bytes_fit = max((r.payload_bytes for r in sweep.rows), default=0)
+    for e in res.of("fit"):
+        sweep.max_bytes_fit = int(e.get("max_bytes", sweep.max_bytes_fit))
+    done = res.of("done")
+    if done:
+        sweep.sweep_seconds = float(done[0].get("sweep_seconds", 0.0))
+    if backend == "nccl":
+        sweep.nccl = parse_nccl_info("\n".join(res.outputs.values()), scope)
+        sweep.nccl.log = info.logs[0] if info.logs else ""
+    sweep.ok = info.ok and bool(sweep.rows) and all(r.check_ok for r in sweep.rows + sweep.blocking_rows)
+    if not sweep.ok:
+        bad = [r for r in sweep.rows + sweep.blocking_rows if not r.check_ok]
+        sweep.error = (f"wrong all-reduce sums at {len(bad)} payload(s)" if bad
+                       else info.diagnosis_text or info.error or "no rows came back")
+    return sweep
+
+
+def plot_sweeps(ctx: RunContext, sweeps: list[Sweep], rel: str, title: str) -> str:
+    series = []
+    for s in sweeps:
+        name = s.nodes[0] if s.scope == "intra-node" and len(sweeps) > 1 else f"{s.num_ranks} ranks"
+        if s.rows:
+            series.append(Series(f"{name} back-to-back", [r.payload_bytes for r in s.rows],
+                                 [r.busbw_gb_s for r in s.rows]))
+        if s.blocking_rows and len(sweeps) == 1:
+            series.append(Series(f"{name} blocking", [r.payload_bytes for r in s.blocking_rows],
+                                 [r.busbw_gb_s for r in s.blocking_rows], dashed=True))
+    png = busbw_png(series, title)
+    if png is None:
+        return ""
+    ctx.raw(rel, png)
+    return rel
+
+
+def _device_words(sweeps: list[Sweep]) -> str:
+    names = sorted({s.device_name for s in sweeps if s.device_name})
+    return ", ".join(names)
+
+
+class AllreducePhase:
+    name = "allreduce"
+    title = "All-reduce"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return bool(ctx.nodes)
+
+    def run(self, ctx: RunContext) -> AllreduceRecord:
+        copy_tools(ctx)
+        env = nccl_env_info(ctx)
+        nodes = list(ctx.nodes)
+        rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,
+                              nvlink_target_gb_s=ctx.config.targets.nvlink_uni_gb_s,
+                              internode_target_gb_s=ctx.config.targets.internode_busbw_gb_s)
+        conn = ctx.records.get("connectivity")
+        probes = (list(conn.probes) if conn is not None and len(conn.probes) == len(nodes)
+                  else probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port))
+        nproc, backend = ranks_per_node(ctx, probes)
+        max_bytes = ctx.profile.allreduce_max_bytes
+        extra = {**_collective_env(env, backend), **(NCCL_INFO_ENV if backend == "nccl" else {})}
+        args = sweep_args(backend, max_bytes)
+
+        def intra(node: Node) -> Sweep:
+            ctx.progress(self.name, node.name, f"intra-node sweep, {nproc} ranks", None)
+            res = launch(ctx, label=f"allreduce-intra-{node.name}", module="allreduce", args=args, nodes=[node],
+                         nproc=nproc, port=ctx.config.rdzv_port + 1 + node.index, timeout_s=SWEEP_TIMEOUT_S,
+                         extra_env=extra)
+            rec.gaps.extend(_interp_gaps(self.name, res))
+            return sweep_from(res, "intra-node", backend, max_bytes)
+
+        # one rank alone has nothing to all-reduce with: a 1-GPU (or 1-process) node has no intra-node sweep
+        rec.intra = run_parallel(nodes, intra, ctx.transport.fanout) if nproc >= 2 else []
+        for s in rec.intra:
+            if not s.ok:
+                rec.gaps.append(Gap(phase=self.name, node=s.nodes[0],
+                                    text=f"The intra-node all-reduce sweep on {s.nodes[0]} did not complete: {s.error}.",
+                                    plan=_plan_for(s.launch.diagnosis)))
+        label = "gloo" if backend == "gloo" else _device_words(rec.intra)
+        title = f"All-reduce busbw, intra-node: {nproc} ranks per node ({label})"
+        plot = plot_sweeps(ctx, [s for s in rec.intra if s.rows], f"network/busbw-intra-node-{nproc}.png", title)
+        for s in rec.intra:
+            s.plot = plot
+        if len(nodes) >= 2 and not ctx.stop.is_set():
+            ctx.progress(self.name, nodes[0].name, f"inter-node sweep, {nproc * len(nodes)} ranks", None)
+            res = launch(ctx, label="allreduce-inter-node", module="allreduce", args=args, nodes=nodes, nproc=nproc,
+                         port=ctx.config.rdzv_port, timeout_s=SWEEP_TIMEOUT_S, extra_env=extra,
+                         probes=probes)
+            rec.gaps.extend(_interp_gaps(self.name, res))
+            rec.inter = sweep_from(res, "inter-node", backend, max_bytes)
+            if rec.inter.rows:
+                n = rec.inter.num_ranks
+                rec.inter.plot = plot_sweeps(
+                    ctx, [rec.inter], f"network/busbw-inter-node-{n}.png",
+                    f"All-reduce busbw, inter-node: {n} ranks on {len(nodes)} nodes ({label})")
+            if not rec.inter.ok:
+                rec.gaps.append(launcher_gap(self.name, "The inter-node all-reduce benchmark", res) if not res.info.ok
+                                else Gap(phase=self.name, text=f"The inter-node all-reduce sweep: {rec.inter.error}.",
+                                         plan="read the launch log in the raw folder"))
+        if any(not s.ok for s in rec.intra) or (rec.inter is not None and not rec.inter.ok):
+            rec.status = "partial" if any(s.ok for s in rec.intra) else "failed"
+        return rec

@@ -1,0 +1,462 @@
+"""Preflight: the hard gate before anything slow.
+
+1. The runbook's "Ask now, not later" checklist from cluster.toml: a required item missing stops
+   here, before any node is touched, with the exact list.
+2. Every node answers ``hostname`` over the transport (SSH BatchMode, in parallel): fails within
+   the connect timeout, naming the node, its address:port and the cause.
+3. GPUs per node (``nvidia-smi -L`` when not configured), the scratch paths on every node, and the
+   NCCL environment of rank 0 (platform values kept; ``NCCL_NVLS_ENABLE=2`` preset only when unset).
+4. With >= 2 nodes: passwordless SSH from the first node to the others (informational), TCP from
+   every node to the rendezvous endpoint, and a CPU gloo all-reduce, one process per node, through
+   torchrun with the rendezvous quirks fixed.
+
+``record.passed`` gates the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from clustereval.config import Config
+from clustereval.errors import TransportError
+from clustereval.phases.base import RunContext
+from clustereval.phases.launch import launch_all, plan_rendezvous, torchrun_argv
+from clustereval.phases.remote import worker_env
+from clustereval.probes.preflight import (
+    TCP_CONNECT_SNIPPET,
+    TCP_LISTEN_SNIPPET,
+    NodeFacts,
+    NodeProbe,
+    final_nccl_env,
+    node_probe_argv,
+    parse_node_probe,
+)
+from clustereval.records import CommandResult, Gap
+from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, ProbeResult
+from clustereval.transport.base import Node, run_parallel
+
+PHASE = "preflight"
+GLOO_TIMEOUT_S = 90.0
+
+
+def _short(names: list[str], limit: int = 8) -> str:
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
+def checklist(config: Config, transport_desc: str) -> list[ChecklistItem]:
+    """The seed's "Ask now, not later" rows, from the config alone (GPUs may be detected later)."""
+    items: list[ChecklistItem] = []
+    multi = config.multi_node
+    exec_value = {"local": "local exec on this machine"}.get(config.access, transport_desc)
+    items.append(ChecklistItem("How to exec on a node", True, exec_value))
+    items.append(ChecklistItem("All node identities", bool(config.nodes),
+                               f"{len(config.nodes)}: {_short(list(config.nodes))}",
+                               'list every node in cluster.toml: nodes = ["gpu-a", "gpu-b"]'))
+    if multi:
+        known = len(config.hosts) == len(config.nodes)
+        value = (f"{config.hostfile} ({len(config.hosts)} addresses; rendezvous at {config.hosts[0].address})"
+                 if config.hosts else "")
+        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", known, value,
+                                   'one peer IP per line, then hostfile = "hostfile" in cluster.toml'))
+    else:
+        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", True, "not needed for 1 node"))
+    if config.access == "ssh":
+        port = f"port {config.ssh.port}" if config.ssh.port is not None else "port from the ssh configuration"
+        user = f", user {config.ssh.user}" if config.ssh.user else ""
+        peers = "; passwordless SSH between nodes checked below" if multi else ""
+        items.append(ChecklistItem("SSH / launcher details", True, f"{port}{user}{peers}"))
+    elif config.access == "slurm":
+        items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
+                                   "the allocation is checked below"))
+    else:
+        items.append(ChecklistItem("SSH / launcher details", True, "not needed: local exec"))
+    if config.gpus_per_node is not None:
+        source = "hostfile slots" if "gpus_per_node" not in config.given else "cluster.toml"
+        items.append(ChecklistItem("GPUs per node", True, f"{config.gpus_per_node} ({source})"))
+    else:
+        items.append(ChecklistItem("GPUs per node", False, "", "detected with nvidia-smi -L on every node"))
+    shared_known = bool(config.shared_paths) or "shared_paths" in config.given or not multi
+    if config.shared_paths:
+        shared = f"shared {', '.join(config.shared_paths)}"
+    elif "shared_paths" in config.given:
+        shared = "no shared FS (cluster.toml says so)"
+    else:
+        shared = "no shared FS listed"
+    items.append(ChecklistItem("Local disk path + shared-FS path", shared_known,
+                               f"local {config.local_scratch}; {shared}",
+                               'list the shared mounts every node sees (find them with `df -hT`): shared_paths = '
+                               '["/data"], or shared_paths = [] when there is none'))
+    t = config.targets
+    targets = [f"{v:g} {unit}" for v, unit in ((t.gpu_bf16_tflops, "TFLOPS bf16"), (t.nvlink_uni_gb_s, "GB/s NVLink"),
+                                              (t.internode_busbw_gb_s, "GB/s inter-node busbw")) if v]
+    targets += [f"storage figures for {s.mount}" for s in t.storage]
+    items.append(ChecklistItem("Advertised uni bandwidth / official TFLOPS", bool(targets), "; ".join(targets),
+                               "optional: without them GPUs are judged against the spec database and storage "
+                               "goes under Needs operator input ([targets] in cluster.toml)", required=False))
+    return items
+
+
+class PreflightPhase:
+    name = PHASE
+    title = "Preflight"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def restore(self, ctx: RunContext, record: PreflightRecord) -> None:
+        ctx.nccl_env = dict(record.final_env)
+
+    def run(self, ctx: RunContext) -> PreflightRecord:
+        record = Preflight(ctx).run()
+        self.restore(ctx, record)
+        return record
+
+
+class Preflight:
+    """One preflight pass; every step appends to ``self.rec`` and returns False to stop."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.config
+        self.nodes = ctx.nodes
+        self.python = ctx.config.eval_python or "python3"
+        self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
+                                   nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
+        self._lock = threading.Lock()
+
+    def run(self) -> PreflightRecord:
+        rec = self.rec
+        rec.checklist = checklist(self.cfg, self.ctx.transport.describe())
+        rec.missing = [c.need for c in rec.checklist if c.required and not c.known and c.need != "GPUs per node"]
+        if self.cfg.multi_node and self.cfg.hosts:
+            rec.rendezvous = f"{self.cfg.hosts[0].address}:{self.cfg.rdzv_port}"
+        if rec.missing:
+            rec.status = "failed"
+            for item in rec.checklist:
+                if item.need in rec.missing:
+                    rec.gaps.append(Gap(PHASE, f"Missing before the eval can start: {item.need}.", item.hint))
+            return rec
+        steps = [self._reach, self._node_facts]
+        if self.cfg.access == "slurm":
+            steps.insert(0, self._allocation)
+        if self.cfg.multi_node:
+            steps += [self._tcp, self._gloo]
+        for step in steps:
+            if not step():
+                break
+        kinds = list(dict.fromkeys(p.kind for p in rec.probes))
+        order = {n.name: n.index for n in self.nodes}
+        rec.probes.sort(key=lambda p: (kinds.index(p.kind), order.get(p.node, 0)))
+        rec.passed = not rec.missing and all(p.ok for p in rec.probes if p.gating and not p.skipped)
+        rec.status = "ok" if rec.passed else "failed"
+        return rec
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _progress(self, node: str, message: str) -> None:
+        self.ctx.progress(PHASE, node, message, None)
+
+    def _probe(self, probe: ProbeResult) -> None:
+        with self._lock:
+            self.rec.probes.append(probe)
+
+    def _run(self, node: Node, argv: list[str], timeout_s: float = 30) -> CommandResult:
+        return self.ctx.transport.run(node, argv, timeout_s=timeout_s)
+
+    # -- 0. Slurm: the allocation exists and covers the nodes ---------------------------------
+    def _allocation(self) -> bool:
+        check = getattr(getattr(self.ctx.transport, "inner", self.ctx.transport), "allocation_check", None)
+        if check is None:
+            return True
+        t0 = time.monotonic()
+        ok, detail = check(self.nodes)
+        self._probe(ProbeResult("slurm", "all nodes", ok, detail, round(time.monotonic() - t0, 2)))
+        if not ok:
+            self.rec.gaps.append(Gap(PHASE, f"{detail}.", "start an allocation that holds every node (salloc) "
+                                     "or set [slurm] nodes so clustereval asks for one"))
+        return ok
+
+    # -- 1. every node answers ------------------------------------------------------------------
+    def _reach(self) -> bool:
+        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun'}.get(self.cfg.access, 'exec')} `hostname` on "
+                       f"{len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}")
+        errors: dict[str, TransportError] = {}
+        kind = {"ssh": "ssh", "slurm": "srun"}.get(self.cfg.access, "exec")
+
+        def one(node: Node) -> None:
+            t0 = time.monotonic()
+            try:
+                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 15)
+            except TransportError as exc:
+                errors[node.name] = exc
+                self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
+                return
+            name = res.stdout.strip().split(".")[0]
+            ok = res.ok and bool(name)
+            detail = name if ok else (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
+            self._probe(ProbeResult(kind, node.name, ok, detail, res.seconds))
+            if ok:
+                self.rec.nodes[node.index].hostname = name
+            else:
+                errors[node.name] = TransportError(node.name, f"`hostname` failed: {detail}")
+
+        run_parallel(self.nodes, one, self.ctx.transport.fanout)
+        if not errors:
+            return True
+        for node in self.nodes:
+            exc = errors.get(node.name)
+            if exc is not None:
+                self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint or "check the node is up", node=node.name))
+        refused = [e for e in errors.values() if e.error_id == "ssh-unreachable" and "refused" in e.message]
+        if self.cfg.ssh.port is not None and len(refused) == len(self.nodes) >= 2:
+            self.rec.gaps.insert(0, Gap(PHASE, f"Every node refused SSH on port {self.cfg.ssh.port}: the port is "
+                                        "probably wrong.", "set [ssh] port in cluster.toml to the nodes' sshd port "
+                                        "(see `ss -ltnp | grep sshd` on a node)"))
+        return False
+
+    # -- 2. what each node has (one round trip per node) --------------------------------------
+    def _node_facts(self) -> bool:
+        endpoint = self.cfg.hosts[0].address if self.cfg.hosts else self.nodes[0].address
+        paths = [self.cfg.local_scratch, *self.cfg.shared_paths]
+        self.facts: dict[str, NodeFacts] = {}
+        probes: dict[str, NodeProbe] = {}
+        self._progress("all nodes", "GPUs, scratch paths" + (", rendezvous facts" if self.cfg.multi_node else "")
+                       + ", NCCL environment")
+
+        def one(node: Node) -> None:
+            argv = node_probe_argv(self.python, endpoint, paths, gpus=self.cfg.gpus_per_node is None,
+                                   facts=self.cfg.multi_node, env=node.index == 0)
+            try:
+                res = self._run(node, argv, timeout_s=60)
+            except TransportError as exc:
+                self._probe(ProbeResult("ssh", node.name, False, exc.message))
+                self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
+                return
+            probes[node.name] = parse_node_probe(res.stdout)
+            if probes[node.name].facts is not None:
+                self.facts[node.name] = probes[node.name].facts
+
+        run_parallel(self.nodes, one, self.ctx.transport.fanout)
+        self._gpus({n: p.gpus for n, p in probes.items() if p.gpus is not None},
+                   {n: p.gpu_note for n, p in probes.items() if p.gpu_note})
+        for node in self.nodes:
+            missing = probes[node.name].missing_paths if node.name in probes else []
+            if missing:
+                self._probe(ProbeResult("paths", node.name, False, f"missing: {', '.join(missing)}", gating=False))
+                self.rec.gaps.append(Gap(PHASE, f"{node.name} has no {', '.join(missing)}, so the storage scan cannot "
+                                         "run there.", "fix local_scratch / shared_paths in cluster.toml, or mount "
+                                         "the share on that node", node=node.name))
+        first = self.nodes[0].name
+        if first in probes:
+            platform = probes[first].env
+            self.rec.platform_env = platform
+            self.rec.final_env, self.rec.env_source = final_nccl_env(platform, self.cfg.nccl_env)
+            lines = [f"{k}={v}  # {self.rec.env_source[k]}" for k, v in self.rec.final_env.items()]
+            self.ctx.raw("preflight/nccl-env.txt", "\n".join(lines) + "\n")
+        return len(probes) == len(self.nodes)
+
+    def _gpus(self, gpus: dict[str, int], notes: dict[str, str]) -> None:
+        rec = self.rec
+        item = next(c for c in rec.checklist if c.need == "GPUs per node")
+        if self.cfg.gpus_per_node is not None:
+            rec.gpus_per_node = self.cfg.gpus_per_node
+            rec.gpu_source = "cluster.toml" if "gpus_per_node" in self.cfg.given else "hostfile slots"
+            return
+        rec.gpus_by_node = {n.name: gpus[n.name] for n in self.nodes if n.name in gpus}
+        if not rec.gpus_by_node:
+            item.hint = "the nodes could not be asked; set gpus_per_node in cluster.toml"
+            return
+        counts = Counter(rec.gpus_by_node.values())
+        rec.gpus_per_node = counts.most_common(1)[0][0]
+        rec.gpu_source = "nvidia-smi -L"
+        item.known = True
+        if len(counts) > 1:
+            item.value = "differs: " + ", ".join(f"{n} {c}" for n, c in rec.gpus_by_node.items()) + " (nvidia-smi -L)"
+        elif rec.gpus_per_node == 0:
+            why = sorted(set(notes.values()))
+            item.value = "none detected" + (f" ({'; '.join(why)})" if why else " (nvidia-smi -L listed no GPU)")
+        else:
+            item.value = f"{rec.gpus_per_node} (nvidia-smi -L)"
+
+    # -- 3. the rendezvous port is reachable from every node ------------------------------------
+    def _tcp(self) -> bool:
+        cfg = self.cfg
+        first = self.nodes[0]
+        endpoint, port = cfg.hosts[0].address, cfg.rdzv_port
+        peers = threading.Thread(target=self._peer_ssh, daemon=True)
+        peers.start()
+        try:
+            return self._tcp_probe(first, endpoint, port)
+        finally:
+            peers.join()
+
+    def _tcp_probe(self, first: Node, endpoint: str, port: int) -> bool:
+        no_python = [n.name for n in self.nodes if self.facts.get(n.name, NodeFacts()).error]
+        if no_python:
+            why = "; ".join(f"{n}: {self.facts[n].error}" for n in no_python)
+            for name in no_python:
+                self._probe(ProbeResult("tcp", name, False, f"`{self.python}` did not run: {self.facts[name].error}"))
+            self.rec.gaps.append(Gap(PHASE, f"`{self.python}` does not run on {_short(no_python)}, so the rendezvous "
+                                     f"port could not be checked ({why}).", "install python3 on the nodes, or set "
+                                     "eval_python in cluster.toml"))
+            return False
+        self._progress(first.name, f"TCP from every node to the rendezvous endpoint {endpoint}:{port}")
+        listener = self.ctx.transport.popen(first, [self.python, "-c", TCP_LISTEN_SNIPPET, str(port),
+                                                    str(len(self.nodes)), "30"])
+        try:
+            first_line = _readline(listener, 20.0)
+            if first_line.strip() != "listening":
+                why = first_line.strip() or "the listener did not start"
+                self._probe(ProbeResult("tcp", first.name, False, why))
+                self.rec.gaps.append(Gap(PHASE, f"The rendezvous port {port} could not be opened on {first.name} "
+                                         f"({why.removeprefix('error: ')}).", "choose a free port: rdzv_port in "
+                                         "cluster.toml", node=first.name))
+                return False
+            argv = [self.python, "-c", TCP_CONNECT_SNIPPET, endpoint, str(port), "5"]
+
+            def one(node: Node) -> None:
+                try:
+                    res = self._run(node, argv, timeout_s=20)
+                except TransportError as exc:
+                    self._probe(ProbeResult("tcp", node.name, False, exc.message))
+                    return
+                text = res.stdout.strip() or res.stderr.strip()
+                self._probe(ProbeResult("tcp", node.name, res.ok, f"{endpoint}:{port} " +
+                                        ("open" if res.ok else text.removeprefix("error: ")), res.seconds))
+
+            run_parallel(self.nodes, one, self.ctx.transport.fanout)
+        finally:
+            listener.kill()
+            listener.wait()
+        bad = [p for p in self.rec.probes if p.kind == "tcp" and not p.ok]
+        for p in bad:
+            self.rec.gaps.append(Gap(PHASE, f"{p.node} cannot open a TCP connection to the rendezvous endpoint "
+                                     f"({p.detail}).", f"allow TCP port {port} from every node to {endpoint} "
+                                     "(firewall, security group), or set rdzv_port to a port that is open",
+                                     node=p.node))
+        return not bad
+
+    def _peer_ssh(self) -> None:
+        """Passwordless SSH from the first node to every other (pdsh and DeepSpeed need it; we do not)."""
+        if self.cfg.access != "ssh":
+            return
+        first = self.nodes[0]
+        opts = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=accept-new"]
+        if self.cfg.ssh.port is not None:
+            opts += ["-p", str(self.cfg.ssh.port)]
+        if self.cfg.ssh.user:
+            opts += ["-l", self.cfg.ssh.user]
+
+        def one(node: Node) -> None:
+            try:
+                res = self._run(first, ["ssh", *opts, node.address, "hostname"], timeout_s=20)
+            except TransportError as exc:
+                self._probe(ProbeResult("peer-ssh", node.name, False, exc.message, gating=False))
+                return
+            detail = (res.stdout.strip() if res.ok else (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1])
+            self._probe(ProbeResult("peer-ssh", node.name, res.ok, f"from {first.name}: {detail}", res.seconds,
+                                    gating=False))
+
+        run_parallel(self.nodes[1:], one, self.ctx.transport.fanout)
+        bad = [p.node for p in self.rec.probes if p.kind == "peer-ssh" and not p.ok]
+        item = next(c for c in self.rec.checklist if c.need == "SSH / launcher details")
+        item.value = item.value.replace("checked below", f"{'not working to ' + _short(bad) if bad else 'working'}")
+        if bad:
+            self.rec.gaps.append(Gap(PHASE, f"Passwordless SSH from {first.name} to {_short(bad)} does not work; "
+                                     "clustereval does not need it, but pdsh and DeepSpeed launches do.",
+                                     f"add {first.name}'s public key to those nodes' authorized_keys, or accept as-is"))
+
+    # -- 4. CPU gloo across all nodes -----------------------------------------------------------
+    def _gloo(self) -> bool:
+        no_torch = {n: f for n, f in self.facts.items() if not f.torch}
+        if no_torch:
+            why = "; ".join(f"{n}: {f.torch_error or f.error or 'torch not importable'}" for n, f in no_torch.items())
+            for node in self.nodes:
+                self._probe(ProbeResult("gloo", node.name, False, f"not run: `{self.python}` has no torch on "
+                                        f"{_short(sorted(no_torch))}", skipped=True))
+            self.rec.gaps.append(Gap(PHASE, f"The CPU gloo check did not run: `{self.python}` cannot import torch on "
+                                     f"{_short(sorted(no_torch))} ({why}).", "set eval_python in cluster.toml to an "
+                                     "interpreter with torch on every node; the GPU connectivity test still checks the "
+                                     "rendezvous later"))
+            return True
+        plan = plan_rendezvous(self.nodes, self.facts, self.cfg.rdzv_port)
+        self.rec.rendezvous_fixes = plan.fixes
+        self._progress("all nodes", f"CPU gloo all-reduce, one process per node, rendezvous at {plan.endpoint}")
+        try:
+            envs = dict(zip([n.name for n in self.nodes],
+                            run_parallel(self.nodes, lambda n: worker_env(self.ctx, n), self.ctx.transport.fanout),
+                            strict=True))
+        except TransportError as exc:
+            self._probe(ProbeResult("gloo", exc.node, False, f"could not ship the worker: {exc.message}"))
+            self.rec.gaps.append(Gap(PHASE, f"The gloo worker could not be copied to {exc.node}: {exc.message}.",
+                                     exc.hint, node=exc.node))
+            return False
+        rdzv_id = f"preflight-{self.ctx.store.run_id}"[:60]
+
+        def argv(node: Node) -> list[str]:
+            args = ["--timeout-s", "60"]
+            if node.name in plan.local_addr:
+                args += ["--local-addr", plan.local_addr[node.name]]
+            return torchrun_argv(self.python, node, plan, num_nodes=len(self.nodes), nproc_per_node=1,
+                                 rdzv_id=rdzv_id, module="clustereval.workers.gloo_check", module_args=args,
+                                 rdzv_conf={"join_timeout": "60", "read_timeout": "60"})
+
+        results = launch_all(self.ctx.transport, self.nodes, argv, env_for=lambda n: envs[n.name],
+                             timeout_s=GLOO_TIMEOUT_S)
+        ok_all = True
+        for node, res in zip(self.nodes, results, strict=True):
+            self.ctx.raw(f"preflight/gloo-{node.name}.log", res.output)
+            line = _gloo_line(res.output)
+            ok = res.ok and bool(line.get("ok"))
+            if ok:
+                detail = f"rank {line['rank']} of {line['world_size']}: all-reduce sum {line['sum']:g} as expected"
+            elif res.error:
+                detail = res.error
+            elif res.stopped:
+                detail = "stopped after another node failed"
+            elif res.timed_out:
+                detail = f"did not finish within {GLOO_TIMEOUT_S:.0f} s"
+            elif line:
+                detail = f"all-reduce gave {line.get('sum')} instead of {line.get('expected')}"
+            else:
+                detail = _last_error(res.output) or f"exit {res.rc}"
+            self._probe(ProbeResult("gloo", node.name, ok, detail, res.seconds))
+            ok_all &= ok
+        if not ok_all:
+            failed = [p for p in self.rec.probes if p.kind == "gloo" and not p.ok and "stopped after" not in p.detail]
+            for p in failed or [p for p in self.rec.probes if p.kind == "gloo" and not p.ok]:
+                self.rec.gaps.append(Gap(PHASE, f"The CPU gloo all-reduce across {len(self.nodes)} nodes failed on "
+                                         f"{p.node}: {p.detail}.", f"read {self.ctx.store.raw_rel}/preflight/gloo-"
+                                         f"{p.node}.log; TCP to the rendezvous already worked, so look at torch on "
+                                         "that node and the addresses its hostname resolves to", node=p.node))
+        return ok_all
+
+
+def _readline(proc, timeout_s: float) -> str:  # noqa: ANN001
+    """The first line of a popen'd command, or '' when none comes within ``timeout_s``."""
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return box[0] if box else ""
+
+
+def _gloo_line(output: str) -> dict:
+    import json
+
+    for line in output.splitlines():
+        if '"event": "gloo"' in line:
+            try:
+                return json.loads(line[line.index("{"):])
+            except ValueError:
+                continue
+    return {}
+
+
+def _last_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error" in ln:
+            return ln[:300]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,219 @@
+"""Parsers for the preflight's node probes: the NCCL environment dump, ``nvidia-smi -L``, and the
+per-node rendezvous facts. Pure: text in, values out."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+# The seed's dump: env | grep -E '^NCCL_|^FI_|^AWS_OFI'
+NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "AWS_OFI")
+NVLS_VAR = "NCCL_NVLS_ENABLE"
+NVLS_DEFAULT = "2"  # preset only when nothing else sets it
+
+def parse_env_dump(text: str) -> dict[str, str]:
+    """``NCCL_*``, ``FI_*`` and ``AWS_OFI*`` variables from ``env`` output, in order."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.startswith(NCCL_ENV_PREFIXES) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            out[key] = value
+    return out
+
+
+def final_nccl_env(platform: dict[str, str], overrides: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+                   ) -> tuple[dict[str, str], dict[str, str]]:
+    """What every benchmark runs with, and who set each variable.
+
+    Platform values are kept; cluster.toml's ``nccl_env`` overrides them (the operator asked);
+    ``NCCL_NVLS_ENABLE=2`` is preset only when neither sets it.
+    """
+    env = dict(platform)
+    source = {k: "platform" for k in platform}
+    for key, value in overrides:
+        env[key] = value
+        source[key] = "cluster.toml"
+    if NVLS_VAR not in env:
+        env[NVLS_VAR] = NVLS_DEFAULT
+        source[NVLS_VAR] = "clustereval default"
+    return env, source
+
+
+def count_gpus(text: str) -> int:
+    """GPUs in ``nvidia-smi -L`` output (``GPU 0: NVIDIA H200 (UUID: ...)`` lines)."""
+    return sum(1 for line in text.splitlines() if re.match(r"^GPU \d+:", line.strip()))
+
+
+# Run with the node's Python before any rendezvous: what torchrun's c10d rendezvous will see there
+# (the seed's is_host / local_addr diagnosis) and whether torch is installed, without importing it
+# (seconds per node). ``matches_endpoint`` follows torch's ``_matches_machine_hostname`` rule: the
+# endpoint is this machine when it is loopback or this hostname, or shares an address with it.
+NODE_FACTS_SNIPPET = r"""
+import ipaddress, json, socket, sys
+import importlib.metadata, importlib.util
+endpoint = sys.argv[1]
+out = {"hostname": socket.gethostname(), "executable": sys.executable}
+try:
+    out["resolves"] = socket.gethostbyname(out["hostname"])
+except OSError as exc:
+    out["resolves"] = ""
+def addrs(host):
+    try:
+        return [(a[3], a[4][0]) for a in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP,
+                                                           flags=socket.AI_CANONNAME)]
+    except (OSError, ValueError):
+        return []
+try:
+    ip = ipaddress.ip_address(endpoint)
+except ValueError:
+    ip = None
+if endpoint == "localhost" or (ip is not None and ip.is_loopback) or endpoint == out["hostname"]:
+    match = True
+else:
+    theirs = {a for _, a in addrs(endpoint)}
+    match = any(canon == endpoint or (ip is not None and a == str(ip)) or a in theirs
+                for canon, a in addrs(out["hostname"]))
+out["matches_endpoint"] = match
+try:
+    if importlib.util.find_spec("torch") is None:
+        out["torch_error"] = "No module named 'torch'"
+    else:
+        out["torch"] = importlib.metadata.version("torch")
+except Exception as exc:
+    out["torch_error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class NodeFacts:
+    hostname: str = ""
+    resolves: str = ""  # what the node's own hostname resolves to there ("" = does not resolve)
+    torch: str = ""  # installed torch version ("" = not installed for that Python)
+    torch_error: str = ""
+    matches_endpoint: bool | None = None  # the endpoint address is this node (torch's rule)
+    executable: str = ""
+    error: str = ""  # the snippet did not run
+
+    @property
+    def hostname_is_loopback(self) -> bool:
+        return not self.resolves or self.resolves.startswith("127.")
+
+
+def parse_node_facts(text: str) -> NodeFacts:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "hostname" in data:
+            return NodeFacts(hostname=str(data.get("hostname", "")), resolves=str(data.get("resolves", "")),
+                             torch=str(data.get("torch", "")), torch_error=str(data.get("torch_error", "")),
+                             matches_endpoint=data.get("matches_endpoint"),
+                             executable=str(data.get("executable", "")))
+    last = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return NodeFacts(error=last[-1][:300] if last else "no output")
+
+
+# One round trip per node: GPU listing, which scratch paths are missing, the rendezvous facts, and
+# (on rank 0) the environment. Sections are marked so one missing tool cannot hide the others.
+_NODE_PROBE_SCRIPT = r"""
+python=$1 endpoint=$2 want=$3; shift 3
+case $want in *g*) echo "@@gpus"; nvidia-smi -L 2>&1; echo "@@rc $?";; esac
+echo "@@paths"; for p in "$@"; do [ -d "$p" ] || echo "$p"; done
+case $want in *f*) echo "@@facts"; "$python" -c "$FACTS" "$endpoint" 2>&1; echo "@@rc $?";; esac
+case $want in *e*) echo "@@env"; env; echo "@@rc $?";; esac
+true
+"""
+
+
+def node_probe_argv(python: str, endpoint: str, paths: list[str], *, gpus: bool, facts: bool,
+                    env: bool) -> list[str]:
+    want = ("g" if gpus else "") + ("f" if facts else "") + ("e" if env else "") or "-"
+    script = f"FACTS={_sh_quote(NODE_FACTS_SNIPPET)}\n{_NODE_PROBE_SCRIPT}"
+    return ["sh", "-c", script, "sh", python, endpoint, want, *paths]
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+@dataclass
+class NodeProbe:
+    gpus: int | None = None  # None: not asked
+    gpu_note: str = ""  # why none were counted ("nvidia-smi is not installed")
+    missing_paths: list[str] = field(default_factory=list)
+    facts: NodeFacts | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_node_probe(text: str) -> NodeProbe:
+    sections: dict[str, list[str]] = {}
+    rcs: dict[str, int] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("@@rc ") and current:
+            rcs[current] = int(line[5:].strip() or 0)
+        elif line.startswith("@@") and " " not in line:
+            current = line[2:]
+            sections[current] = []
+        elif current:
+            sections[current].append(line)
+    probe = NodeProbe()
+    if "gpus" in sections:
+        body = "\n".join(sections["gpus"])
+        rc = rcs.get("gpus", 0)
+        probe.gpus = count_gpus(body) if rc == 0 else 0
+        if rc == 127:
+            probe.gpu_note = "nvidia-smi is not installed"
+        elif rc != 0:
+            probe.gpu_note = (body.strip().splitlines() or [f"nvidia-smi exit {rc}"])[-1][:200]
+    probe.missing_paths = [ln for ln in sections.get("paths", []) if ln.strip()]
+    if "facts" in sections:
+        body = "\n".join(sections["facts"])
+        probe.facts = parse_node_facts(body)
+        if rcs.get("facts") == 127:
+            probe.facts.error = "the interpreter was not found"
+    if "env" in sections:
+        probe.env = parse_env_dump("\n".join(sections["env"]))
+    return probe
+
+
+# A one-shot TCP listener on the rendezvous port of the first node, and the connect probe run on
+# every node: the seed's `echo > /dev/tcp/$MASTER_ADDR/$PORT`, without depending on bash.
+TCP_LISTEN_SNIPPET = r"""
+import socket, sys, time
+port, expect, deadline = int(sys.argv[1]), int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    srv.bind(("", port))
+    srv.listen(64)
+except OSError as exc:
+    print(f"error: cannot listen on port {port}: {exc.strerror or exc}", flush=True)
+    sys.exit(1)
+print("listening", flush=True)
+seen = 0
+while seen < expect and time.monotonic() < deadline:
+    srv.settimeout(max(0.1, deadline - time.monotonic()))
+    try:
+        conn, peer = srv.accept()
+    except OSError:
+        break
+    seen += 1
+    print(f"accepted {peer[0]}", flush=True)
+    conn.close()
+"""
+
+TCP_CONNECT_SNIPPET = r"""
+import socket, sys, time
+host, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+t0 = time.monotonic()
+try:
+    socket.create_connection((host, port), timeout=timeout).close()
+    print(f"ok {time.monotonic() - t0:.3f}")
+except OSError as exc:
+    print(f"error: {exc.strerror or exc}")
+    sys.exit(1)
+"""

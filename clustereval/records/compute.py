@@ -1,0 +1,189 @@
+"""Records of the Compute phases: hardware health (DCGM), the matmul search and all-GPU pass, lemon GEMM.
+
+``ShapeTiming`` is also what the matmul worker prints for every measurement, so a worker's JSON
+line and the record hold the same fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clustereval.records import PhaseRecord
+
+# -- hardware health -----------------------------------------------------------------------
+
+
+@dataclass
+class DiagResult:
+    """One plugin row of ``dcgmi diag``."""
+
+    plugin: str  # as dcgmi prints it: "GPU Memory", "memory_bandwidth"
+    category: str = ""  # Deployment | Integration | Hardware | Stress
+    result: str = ""  # Pass | Fail | Skip | Warn (the plugin as a whole)
+    gpus: dict[int, str] = field(default_factory=dict)  # GPU index -> Pass | Fail | Skip | Warn
+    messages: list[str] = field(default_factory=list)  # the Warning / Error / Info text under it
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    index: int = 0
+    hostname: str = ""
+    ran: bool = False  # dcgmi diag produced a result table
+    level: int = 2
+    dcgm_version: str = ""
+    results: list[DiagResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # top-level Error rows, or why it did not run
+    log_rel: str = ""  # the console log in the raw folder
+    hostengine_started: bool = False  # this run started nv-hostengine (and stopped it afterwards)
+
+    @property
+    def passed(self) -> bool:
+        return self.ran and not self.errors and all(r.result in ("Pass", "Skip") for r in self.results)
+
+
+@dataclass
+class HealthRecord(PhaseRecord):
+    level: int = 2
+    nodes: list[NodeHealth] = field(default_factory=list)
+
+
+# -- matmul ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ShapeTiming:
+    """One measurement of one matmul shape (M×K times K×N) on one GPU."""
+
+    m: int
+    n: int
+    k: int
+    stage: str = ""  # screen | burst | sustained | lemon
+    mean_tflops: float = 0.0  # 2·M·N·K / mean iteration time
+    median_tflops: float = 0.0
+    max_tflops: float = 0.0  # from the fastest iteration
+    iterations: int = 0
+    kernel_s: float = 0.0  # summed time of the timed matmuls
+    wall_s: float = 0.0  # the whole measurement, warm-up included
+    power_w: float | None = None  # mean board power over the timed window (NVML)
+    power_max_w: float | None = None
+    sm_mhz: float | None = None  # mean SM clock over the timed window
+    sm_mhz_low: float | None = None  # 5th / 95th percentile of the SM clock samples
+    sm_mhz_high: float | None = None
+    num_samples: int = 0  # NVML samples behind power_w / sm_mhz
+    label: str = ""  # "" | "SUSPECT" (a sustained shape that never reached the power limit)
+    why: str = ""  # why the label
+    idle_siblings: list[int] = field(default_factory=list)  # sibling GPUs seen idle during the window
+    siblings_sampled: bool = False  # the sibling GPUs' utilisation was sampled
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def kernel_ms(self) -> float:
+        return self.flops / (self.mean_tflops * 1e12) * 1e3 if self.mean_tflops else 0.0
+
+
+@dataclass
+class SearchSummary:
+    """What GPU0's search (or an exhaustive pass) found."""
+
+    mode: str = "search"  # search | exhaustive
+    grid: str = ""  # the search space as the worker names it
+    shapes_tried: int = 0  # distinct shapes timed
+    num_screened: int = 0
+    num_confirmed: int = 0
+    num_sustained: int = 0
+    mamf: ShapeTiming | None = None
+    msmf: ShapeTiming | None = None
+    sustained: list[ShapeTiming] = field(default_factory=list)  # every pinned candidate, labels included
+    burst_s: float = 0.0  # screen + refine + confirm
+    sustain_s: float = 0.0
+    total_s: float = 0.0
+    stop_reason: str = ""
+
+
+@dataclass
+class GpuMsmf:
+    """One GPU's MSMF at the node's MSMF shape, one value per pass (None: the run failed)."""
+
+    gpu: int
+    tflops: list[float | None] = field(default_factory=list)
+    timings: list[ShapeTiming | None] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    idle_sibling_retries: int = 0
+
+
+@dataclass
+class NodeMatmul:
+    node: str
+    index: int = 0  # 0-based hostfile position: the "node<N>" in GPU names
+    hostname: str = ""
+    gpu_name: str = ""
+    num_gpus: int = 0
+    sm_count: int = 0
+    memory_gib: float = 0.0
+    power_limit_w: float | None = None
+    boost_mhz: float | None = None
+    search: SearchSummary | None = None  # GPU0's search
+    msmf_shape: tuple[int, int, int] | None = None
+    gpus: list[GpuMsmf] = field(default_factory=list)
+    num_passes: int = 0
+    medians: list[float] = field(default_factory=list)  # node median MSMF per pass
+    flagged: list[int] = field(default_factory=list)  # > 2% below the median in the first pass
+    underperforming: list[int] = field(default_factory=list)  # below in all three passes
+    dead: list[int] = field(default_factory=list)  # the measurement failed twice
+    warnings: list[str] = field(default_factory=list)  # "saw idle siblings ..." and the like
+    error: str = ""  # why the pass stopped early
+
+
+@dataclass
+class MatmulRecord(PhaseRecord):
+    dtype: str = "bfloat16"
+    tool_rel: str = ""  # the worker's source in the raw folder: tools/matmul.py
+    grid: str = ""
+    settle_s: float = 0.0
+    sustain_s: float = 0.0
+    nodes: list[NodeMatmul] = field(default_factory=list)
+    saturated_sm_mhz: tuple[int, int] | None = None  # SM clock range at the power limit (Environment GPU table)
+
+
+# -- lemon GEMM ------------------------------------------------------------------------------
+
+
+@dataclass
+class LemonGpu:
+    gpu: int
+    tflops: list[float | None] = field(default_factory=list)  # one per pass
+    power_w: float | None = None
+    sm_mhz: float | None = None
+    sm_count: int = 0
+    error: str = ""  # set when the GPU errored or hung: a dead GPU
+
+
+@dataclass
+class NodeLemon:
+    node: str
+    index: int = 0
+    hostname: str = ""
+    gpu_name: str = ""
+    sm_count: int = 0
+    gpus: list[LemonGpu] = field(default_factory=list)
+    num_passes: int = 0
+    medians: list[float] = field(default_factory=list)
+    flagged: list[int] = field(default_factory=list)
+    underperforming: list[int] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class LemonRecord(PhaseRecord):
+    size: int = 16384
+    dtype: str = "bfloat16"
+    nodes: list[NodeLemon] = field(default_factory=list)

@@ -1,0 +1,186 @@
+"""Network records: connectivity, all-reduce sweeps, the pairwise straggler hunt.
+
+Bandwidths are GB/s with GB = 1e9 bytes; payloads in bytes. busbw = algbw * 2(n-1)/n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clustereval.records import PhaseRecord
+
+
+@dataclass
+class RankInfo:
+    """What one rank reported about itself (the worker's ``hello`` line)."""
+
+    rank: int
+    local_rank: int
+    node: str  # the node as configured
+    host: str = ""  # socket.gethostname() on the node
+    device: str = ""  # cuda:0 / cpu
+    device_name: str = ""
+    numa_node: int = -1  # -1: unknown (no PCI NUMA information, or a CPU rank)
+    cpu_affinity: str = ""  # 0-31
+    executable: str = ""
+    torch: str = ""
+    nccl: str = ""
+    backend: str = ""
+
+
+@dataclass
+class RendezvousProbe:
+    """One node's answers to the rendezvous questions of the runbook."""
+
+    node: str
+    hostname: str = ""
+    hostname_addrs: list[str] = field(default_factory=list)  # what the hostname resolves to
+    route_addr: str = ""  # this node's source address toward the endpoint
+    matches_endpoint: bool | None = None  # torch's _matches_machine_hostname(endpoint host)
+    num_gpus: int = 0
+    error: str = ""
+    matches: dict[str, bool] = field(default_factory=dict)  # node address -> _matches_machine_hostname
+    routes: dict[str, str] = field(default_factory=dict)  # node address -> this node's source address to it
+
+
+@dataclass
+class LaunchInfo:
+    """One torchrun launch across one or more nodes."""
+
+    label: str = ""  # connectivity, allreduce-intra-node0, pair-3-7, ...
+    nodes: list[str] = field(default_factory=list)
+    nproc_per_node: int = 0
+    world_size: int = 0
+    endpoint: str = ""  # host:port of the c10d rendezvous
+    is_host_node: str = ""  # node given --rdzv_conf is_host=1 ("" when not needed)
+    local_addrs: dict[str, str] = field(default_factory=dict)  # node -> --local_addr ({} when not needed)
+    fix_reasons: list[str] = field(default_factory=list)  # why is_host / local_addr were added
+    rc_by_node: dict[str, int] = field(default_factory=dict)
+    ok: bool = False
+    seconds: float = 0.0
+    diagnosis: str = ""  # store-not-listening | unreachable-port | unresolvable-master | other | ""
+    diagnosis_text: str = ""  # one or two sentences for the Gap
+    error: str = ""  # last meaningful error line of the failing node
+    logs: list[str] = field(default_factory=list)  # raw-folder paths of the prefixed logs
+    interpreter_problems: list[str] = field(default_factory=list)  # worker ran on another Python/torch
+
+
+@dataclass
+class NcclDebugInfo:
+    """What one ``NCCL_DEBUG=INFO`` pass said about the path NCCL took."""
+
+    scope: str = ""  # intra-node | inter-node
+    version: str = ""  # 2.28.9+cuda13.0
+    transports: list[str] = field(default_factory=list)  # P2P/CUMEM, SHM, NET/IB, NET/Socket, NET/Libfabric
+    network: str = ""  # what "Using network X" named: IB, Socket, Libfabric, AWS Libfabric, IBext_v8
+    nvls_available: bool | None = None  # "NVLS multicast support is (not) available"
+    nvls_used: bool | None = None  # NVLS buffers or connections were set up
+    nvls_env: str = ""  # NCCL_NVLS_ENABLE as NCCL reported it
+    log: str = ""  # raw-folder path of the full INFO log
+
+
+@dataclass
+class SweepRow:
+    payload_bytes: int
+    time_s: float  # per call, slowest rank
+    algbw_gb_s: float
+    busbw_gb_s: float
+    iterations: int = 0
+    method: str = ""  # cuda-graph | events | wall-clock | barrier+sync
+    check_ok: bool = True  # every element came back as n(n+1)/2
+
+
+@dataclass
+class Sweep:
+    """One all-reduce sweep over payloads on one set of ranks."""
+
+    scope: str  # intra-node | inter-node | pair
+    nodes: list[str] = field(default_factory=list)
+    num_ranks: int = 0
+    backend: str = ""  # nccl | gloo
+    device_name: str = ""
+    rows: list[SweepRow] = field(default_factory=list)  # back-to-back (the nccl-tests way)
+    blocking_rows: list[SweepRow] = field(default_factory=list)  # one call at a time
+    max_bytes_requested: int = 0
+    max_bytes_fit: int = 0  # smaller than requested when free memory did not allow it
+    sweep_seconds: float = 0.0
+    plot: str = ""  # raw-folder path of the busbw PNG
+    launch: LaunchInfo = field(default_factory=LaunchInfo)
+    nccl: NcclDebugInfo | None = None
+    ok: bool = False
+    error: str = ""
+
+    @property
+    def peak(self) -> SweepRow | None:
+        return max(self.rows, key=lambda r: r.busbw_gb_s) if self.rows else None
+
+    def row_at(self, payload_bytes: int) -> SweepRow | None:
+        return next((r for r in self.rows if r.payload_bytes == payload_bytes), None)
+
+
+@dataclass
+class NcclEnvInfo:
+    """The NCCL environment every collective ran with, and who set NCCL_NVLS_ENABLE."""
+
+    final_env: dict[str, str] = field(default_factory=dict)
+    env_source: dict[str, str] = field(default_factory=dict)  # var -> platform | clustereval default | cluster.toml
+    nvls_enable: str = ""
+    nvls_source: str = ""
+
+
+@dataclass
+class ConnectivityRecord(PhaseRecord):
+    scope: str = ""  # intra-node | inter-node: what actually ran
+    backend: str = ""  # nccl | gloo
+    num_nodes: int = 0
+    num_ranks: int = 0
+    ranks: list[RankInfo] = field(default_factory=list)
+    allreduce_ok: bool = False
+    launch: LaunchInfo = field(default_factory=LaunchInfo)
+    probes: list[RendezvousProbe] = field(default_factory=list)
+    nccl_env: NcclEnvInfo = field(default_factory=NcclEnvInfo)
+
+
+@dataclass
+class AllreduceRecord(PhaseRecord):
+    intra: list[Sweep] = field(default_factory=list)  # one per node
+    inter: Sweep | None = None  # all nodes x all GPUs (>= 2 nodes)
+    min_bytes: int = 0
+    max_bytes: int = 0
+    nccl_env: NcclEnvInfo = field(default_factory=NcclEnvInfo)
+    nvlink_target_gb_s: float | None = None  # cluster.toml targets: overrides the spec database
+    internode_target_gb_s: float | None = None  # cluster.toml targets: expected inter-node busbw
+
+
+@dataclass
+class PairResult:
+    a: str
+    b: str
+    round: int = 0
+    busbw_gb_s: float | None = None  # None: the pair did not complete
+    error: str = ""
+    slow: bool = False  # more than the threshold below the run mean
+
+
+@dataclass
+class NodeSuspect:
+    node: str
+    slow_pairs: int
+    pairs: int
+    share: float  # slow_pairs / pairs
+    mean_busbw_gb_s: float = 0.0
+
+
+@dataclass
+class PairwiseRecord(PhaseRecord):
+    payload_bytes: int = 0
+    backend: str = ""
+    ranks_per_node: int = 0
+    num_rounds: int = 0
+    pairs: list[PairResult] = field(default_factory=list)
+    mean_busbw_gb_s: float = 0.0
+    threshold_pct: float = 5.0
+    suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
+    stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
+    heatmap: str = ""  # raw-folder path of the pair-matrix PNG
+    wall_seconds: float = 0.0

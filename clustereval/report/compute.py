@@ -1,0 +1,503 @@
+"""The Compute section: Introduction, Hardware health, GPU performance benchmarks, Find
+underperforming GPUs (and Gaps when something is missing), plus the GPU Findings bullets.
+
+Follows the runbook's Compute template: GPUs first, a numbered list of the passes that ran, MAMF
+and MSMF against the official BF16 figure, every GPU's number, slow and dead GPUs named
+``<hostname>(node<N>):gpu<i>``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.specs import lookup_gpu
+from clustereval.records import Finding
+from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
+from clustereval.report.markdown import Document
+from clustereval.report.render import RunView, SectionResult, render_gaps
+
+TFLOPS_TABLE_URL = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
+                    "#tflops-comparison-table")
+SUBSYSTEM = "GPUs"
+
+
+def _of(view: RunView, phase: str, cls: type) -> Any:
+    rec = view.get(phase)
+    return rec if isinstance(rec, cls) else None
+
+
+def _shape(t: ShapeTiming | tuple[int, int, int] | None) -> str:
+    if t is None:
+        return ""
+    m, n, k = t.shape if isinstance(t, ShapeTiming) else t
+    return f"{m}×{n}×{k}"
+
+
+def _wmhz(t: ShapeTiming | None, sep: str = " W / ", tail: str = " MHz") -> str:
+    if t is None or t.power_w is None or t.sm_mhz is None:
+        return ""
+    return f"{t.power_w:.0f}{sep}{t.sm_mhz:.0f}{tail}"
+
+
+def _pct(value: float, spec: float | None) -> str:
+    return f"{100 * value / spec:.1f}%" if spec else ""
+
+
+def _tf(value: float | None) -> str:
+    return f"{value:.0f}" if value is not None else ""
+
+
+def _tf1(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else ""
+
+
+@dataclass
+class GpuFacts:
+    name: str
+    count: int
+    sm_count: int
+    memory_gib: float
+    tdp_w: float | None
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Spec:
+    name: str  # the product the figure is for ("H200 SXM")
+    bf16_tflops: float | None
+
+
+def _facts(view: RunView, mm: MatmulRecord | None, lemon: LemonRecord | None) -> list[GpuFacts]:
+    """The GPUs that are here, one entry per distinct (name, count, SMs, HBM, TDP)."""
+    groups: dict[tuple, GpuFacts] = {}
+    env = view.get("environment")
+    env_nodes = [n for n in getattr(env, "nodes", []) or [] if getattr(n, "gpus", None)]
+    if env_nodes:
+        for n in env_nodes:
+            g = n.gpus[0]
+            key = (g.name, len(n.gpus), g.sm_count, round(g.memory_total_mib / 1024, 1), g.power_limit_w)
+            groups.setdefault(key, GpuFacts(*key)).nodes.append(node_label(n.hostname or n.node, n.index))
+    elif mm and mm.nodes:
+        for n in mm.nodes:
+            key = (n.gpu_name, n.num_gpus, n.sm_count, n.memory_gib, n.power_limit_w)
+            groups.setdefault(key, GpuFacts(*key)).nodes.append(node_label(n.hostname, n.index))
+    elif lemon and lemon.nodes:
+        for ln in lemon.nodes:
+            key = (ln.gpu_name, len(ln.gpus), ln.sm_count, 0.0, None)
+            groups.setdefault(key, GpuFacts(*key)).nodes.append(node_label(ln.hostname, ln.index))
+    return list(groups.values())
+
+
+def _spec(facts: list[GpuFacts]) -> Spec | None:
+    if not facts:
+        return None
+    f = facts[0]
+    found = lookup_gpu(f.name, power_limit_w=f.tdp_w)
+    return Spec(found.key if found else f.name, found.bf16_dense_tflops if found else None)
+
+
+# -- sections --------------------------------------------------------------------------------
+
+
+def render_compute(view: RunView, doc: Document) -> SectionResult:
+    health = _of(view, "health", HealthRecord)
+    mm = _of(view, "matmul", MatmulRecord)
+    lemon = _of(view, "lemon", LemonRecord)
+    if not (health or mm or lemon):
+        return SectionResult()
+    result = SectionResult()
+    for rec in (health, mm, lemon):
+        if rec is not None:
+            result.gaps += rec.gaps
+    facts = _facts(view, mm, lemon)
+    spec = _spec(facts)
+    ran_health = bool(health and any(n.ran for n in health.nodes))
+    ran_mm = bool(mm and any(n.gpus and any(v is not None for g in n.gpus for v in g.tflops) for n in mm.nodes))
+    ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
+    doc.heading(2, "Compute")
+    if facts and (ran_health or ran_mm or ran_lemon):
+        doc.heading(3, "Introduction", toc=False)
+        _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm)
+    if ran_health and health:
+        _health(doc, health, result)
+    if ran_mm and mm:
+        _benchmarks(doc, mm, spec, facts, result)
+    if lemon and lemon.nodes:
+        _lemon(doc, lemon, result)
+    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec)
+    render_gaps(doc, result.gaps)
+    return result
+
+
+def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spec | None, ran_health: bool,
+                  ran_mm: bool, ran_lemon: bool, mm: MatmulRecord | None) -> None:
+    parts = []
+    for i, f in enumerate(facts):
+        where = "Each node has" if len(facts) == 1 else f"{', '.join(f.nodes)} {'has' if len(f.nodes) == 1 else 'have'}"
+        per_gpu = []
+        if f.sm_count:
+            per_gpu.append(f"{f.sm_count} SMs" + (" (streaming multiprocessors)" if i == 0 else ""))
+        if f.memory_gib:
+            per_gpu.append(f"{f.memory_gib:.1f} GiB of HBM" + (" (high-bandwidth memory)" if i == 0 else ""))
+        sentence = f"{where} {f.count}× {f.name}"
+        if per_gpu:
+            sentence += f": {' and '.join(per_gpu)} per GPU"
+        if f.tdp_w:
+            sentence += (", and a TDP (thermal design power, the board's power limit)" if i == 0 else ", and a TDP") \
+                + f" of {f.tdp_w:.0f} W"
+        parts.append(sentence + ".")
+    if spec and spec.bf16_tflops:
+        parts.append(f"The official dense BF16 (bfloat16) figure for the {spec.name} is {spec.bf16_tflops:.0f} TFLOPS "
+                     f"(10¹² floating-point operations per second; [TFLOPS comparison table]({TFLOPS_TABLE_URL})).")
+    elif spec:
+        parts.append(f"The [TFLOPS comparison table]({TFLOPS_TABLE_URL}) and the spec database list no official "
+                     f"dense BF16 (bfloat16) figure for the {spec.name}, so the TFLOPS (10¹² floating-point "
+                     "operations per second) below have no spec to be compared against.")
+    doc.para(" ".join(parts))
+    items = []
+    if ran_health:
+        items.append("`dcgmi diag -r 2` — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
+                     "and software checks, GPU memory, memory bandwidth and PCIe, on every GPU of every node.")
+    tool = f"[`matmul.py`]({view.raw_rel}/{mm.tool_rel})" if mm and mm.tool_rel else "`matmul.py`"
+    if ran_mm:
+        items.append(f"{tool} — our matmul worker: times many **matmul shapes** (M×N×K) on GPU0 to find the fastest, "
+                     "then measures the sustainable winner on every other GPU, each while all the others run a "
+                     "matmul; reports **MAMF** (Maximum Achievable Matmul FLOPS) and **MSMF** (Maximum Sustainable "
+                     "Matmul FLOPS), both vs the official spec.")
+    if ran_lemon:
+        items.append("Lemon GEMM (general matrix multiply) — an inline check of ours, not a published benchmark "
+                     f"(the `lemon` mode of {tool if not ran_mm else 'the same `matmul.py`'}): one fixed matmul shape "
+                     "(M=N=K=16384) on every GPU, one GPU at a time, to catch a dead, slow, or throttled card.")
+    doc.numbered(items)
+
+
+# -- hardware health -------------------------------------------------------------------------
+
+
+def _health(doc: Document, health: HealthRecord, result: SectionResult) -> None:
+    doc.heading(3, "Hardware health", note=f"`dcgmi diag -r {health.level}`")
+    ran = [n for n in health.nodes if n.ran]
+    labels = {n.node: node_label(n.hostname or n.node, n.index) for n in ran}
+    versions = sorted({n.dcgm_version for n in ran if n.dcgm_version})
+    failing = [(n, r) for n in ran for r in n.results if r.result == "Fail"]
+    errors = [(n, e) for n in ran for e in n.errors]
+    where = f"on {len(ran)} node{'s' if len(ran) != 1 else ''}"
+    version = f" (DCGM {', '.join(versions)})" if versions else ""
+    if not failing and not errors:
+        doc.para(f"**Pass**: `dcgmi diag -r {health.level}` ran {where}{version}, and every plugin passed on every GPU.")
+    else:
+        names = "; ".join(f"`{r.plugin}` on {_failed_where(labels[n.node], r)}" for n, r in failing)
+        names += ("; " if names and errors else "") + "; ".join(f"{labels[n.node]}: {e}" for n, e in errors)
+        doc.para(f"**Fail**: `dcgmi diag -r {health.level}` ran {where}{version} and failed {names}.")
+    plugins: list[str] = []
+    for n in ran:
+        for r in n.results:
+            if r.plugin not in plugins:
+                plugins.append(r.plugin)
+    cols = [labels[n.node] for n in ran] if len(ran) > 1 else ["result"]
+    rows = []
+    for p in plugins:
+        row = [f"`{p}`"]
+        for n in ran:
+            r = next((x for x in n.results if x.plugin == p), None)
+            row.append(_cell(r) if r else "")
+        rows.append(row)
+    doc.table(["plugin", *cols], rows)
+    notes = [f"{labels[n.node]} `{r.plugin}`: {m}" for n, r in failing for m in r.messages
+             if not m.startswith("Info")]
+    doc.bullets(notes)
+
+
+def _cell(r: Any) -> str:
+    if r.result != "Fail" or not r.gpus:
+        return r.result
+    bad = sorted(g for g, v in r.gpus.items() if v == "Fail")
+    return f"Fail: {', '.join(f'gpu{g}' for g in bad)}"
+
+
+def _failed_where(label: str, r: Any) -> str:
+    bad = sorted(g for g, v in r.gpus.items() if v == "Fail")
+    if not bad:
+        return f"every GPU of {label}"
+    return ", ".join(f"`{label}:gpu{g}`" for g in bad)
+
+
+# -- GPU performance benchmarks ----------------------------------------------------------------
+
+
+def _values(n: NodeMatmul, passno: int) -> dict[int, float | None]:
+    return {g.gpu: (g.tflops[passno] if len(g.tflops) > passno else None) for g in n.gpus}
+
+
+def _first(n: NodeMatmul) -> dict[int, ShapeTiming | None]:
+    return {g.gpu: (g.timings[0] if g.timings else None) for g in n.gpus}
+
+
+def _gpu_name(n: Any, gpu: int, multi: bool) -> str:
+    return gpu_label(n.hostname, n.index, gpu) if multi else f"gpu{gpu}"
+
+
+def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[GpuFacts],
+                result: SectionResult) -> None:
+    nodes = [n for n in mm.nodes if n.search is not None]
+    multi = len(mm.nodes) > 1
+    single_gpu = all(n.num_gpus == 1 for n in nodes)
+    note = "`matmul.py` on the only GPU" if single_gpu else "`matmul.py`, one GPU at a time while the others run a matmul"
+    doc.heading(3, "GPU performance benchmarks", note=note)
+    search = nodes[0].search
+    assert search is not None
+    tried = ", ".join(sorted({str(n.search.shapes_tried) for n in nodes if n.search}))
+    loaded = "" if single_gpu else ", while every other GPU of the node ran a continuous matmul"
+    text = ("Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
+            "**matmul shape**, the M×N×K dimensions (an M×K matrix times a K×N matrix), so `matmul.py` searches for "
+            f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: each shape briefly, the "
+            f"{search.num_confirmed} fastest again with the full timing (every matmul preceded by a cache flush), and "
+            f"{search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed for "
+            f"{mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}.")
+    if not single_gpu:
+        text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
+                 "node ran a continuous matmul.")
+    doc.para(text)
+    gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")
+    spec_tf = spec.bf16_tflops if spec else None
+    lead = (f"Two numbers vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
+            else f"Two numbers on {gpu}:")
+    doc.para(lead)
+    mamf_parts, msmf_parts = [], []
+    for n in nodes:
+        where = f" on {node_label(n.hostname, n.index)}" if multi else ""
+        s = n.search
+        if s and s.mamf:
+            pct = f" ({_pct(round(s.mamf.mean_tflops), spec_tf)} of spec)" if spec_tf else ""
+            mamf_parts.append(f"{_tf(s.mamf.mean_tflops)} TFLOPS{pct} at {_shape(s.mamf)}{where}"
+                              + (f", {_wmhz(s.mamf)}" if _wmhz(s.mamf) else ""))
+        slow = _slowest(n)
+        if slow is not None:
+            gpu_i, t = slow
+            pct = f" ({_pct(round(t.mean_tflops), spec_tf)} of spec)" if spec_tf else ""
+            who = f" ({_gpu_name(n, gpu_i, True) if multi else f'gpu{gpu_i}'}, the slowest GPU)" if not single_gpu else ""
+            msmf_parts.append(f"{_tf(t.mean_tflops)} TFLOPS{pct} at {_shape(t)}{where}{who}"
+                              + (f", {_wmhz(t)}" if _wmhz(t) else ""))
+    bullets = []
+    if mamf_parts:
+        bullets.append("**MAMF** (Maximum Achievable Matmul FLOPS) — " + "; ".join(mamf_parts) + ": the highest TFLOPS "
+                       "any matmul shape reached on GPU0, a short burst at boost clock with the board far under its "
+                       "power limit. A ceiling, not a rate any sustained workload holds.")
+    if msmf_parts:
+        node_fig = "" if single_gpu else (" The node figure is the slowest GPU, since synchronous work runs at its "
+                                          "pace.")
+        measured = "measured on the only GPU." if single_gpu else "measured on every GPU while all the others compute."
+        bullets.append("**MSMF** (Maximum Sustainable Matmul FLOPS) — " + "; ".join(msmf_parts) + ": the best that "
+                       "survives once the matmul shape is large enough to pin the board at the power limit and the "
+                       f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
+    doc.bullets(bullets)
+    doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
+             "measured while it ran.")
+    rows = []
+    for n in mm.nodes:
+        first = _first(n)
+        for g in n.gpus:
+            t = first.get(g.gpu)
+            name = _gpu_name(n, g.gpu, multi)
+            if t is None:
+                rows.append([name, "dead" if g.gpu in n.dead else "", "", "", ""])
+                continue
+            value = round(t.mean_tflops)
+            rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
+    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
+    doc.table(headers, [r[:len(headers)] for r in rows], "lrlr" + ("r" if spec_tf else ""))
+    sentences = []
+    for n in nodes:
+        sentences += _node_summary(n, multi, single_gpu)
+        sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
+        sentences += [w + "." for w in n.warnings]
+        for t in (n.search.sustained if n.search else []):
+            if t.label == "SUSPECT":
+                sentences.append(f"The pinned shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
+                                 "MSMF candidate.")
+    doc.para(" ".join(sentences))
+
+
+def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
+    first = [(g, t) for g, t in _first(n).items() if t is not None]
+    return min(first, key=lambda gt: gt[1].mean_tflops) if first else None
+
+
+def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
+    if single_gpu or n.num_gpus == 1:
+        who = f"{node_label(n.hostname, n.index)} has one GPU" if multi else "This node has one GPU"
+        return [f"{who}, so nothing computed beside it and there is no median or spread: gpu{n.gpus[0].gpu} is the only GPU."]
+    vals = [round(v) for v in _values(n, 0).values() if v is not None]
+    if not vals:
+        return []
+    where = f" of {node_label(n.hostname, n.index)}" if multi else ""
+    med = statistics.median(vals)
+    return [f"Node MSMF{where} (the slowest GPU): {min(vals)} TFLOPS; median {med:.0f} TFLOPS; spread "
+            f"{max(vals) - min(vals)} TFLOPS ({min(vals)}–{max(vals)} TFLOPS)."]
+
+
+def _three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) -> list[str]:
+    out = []
+    if n.num_passes < 3:
+        return out
+    for gpu in n.flagged:
+        g = next(x for x in n.gpus if x.gpu == gpu)
+        nums = " / ".join(fmt(v) for v in g.tflops[:3])
+        label = f"`{gpu_label(n.hostname, n.index, gpu)}`" if multi else f"gpu{gpu}"
+        first = _below(n, gpu, 0)
+        if gpu in n.underperforming:
+            fracs = [_below(n, gpu, p) for p in range(3)]
+            out.append(f"{label} was more than {BELOW_MEDIAN:.0%} below the node median in all three passes: "
+                       f"{what} {nums} {unit}, {_frac_range(fracs)} below.")
+        else:
+            out.append(f"{label} was {first:.1%} below the node median in the first pass; the dip did not repeat: "
+                       f"{what} {nums} {unit} in three passes.")
+    return out
+
+
+def _below(n: Any, gpu: int, passno: int) -> float:
+    """How far below its node median a GPU was in one pass (the phase's median when it kept one)."""
+    vals = {g.gpu: (g.tflops[passno] if len(g.tflops) > passno else None) for g in n.gpus}
+    alive = [v for v in vals.values() if v is not None]
+    v = vals.get(gpu)
+    if not alive or v is None:
+        return 0.0
+    med = n.medians[passno] if len(n.medians) > passno and n.medians[passno] else statistics.median(alive)
+    return (med - v) / med if med else 0.0
+
+
+def _frac_range(fracs: list[float]) -> str:
+    lo, hi = min(fracs), max(fracs)
+    return f"{lo:.1%}" if f"{lo:.1%}" == f"{hi:.1%}" else f"{100 * lo:.1f}–{hi:.1%}"
+
+
+# -- Find underperforming GPUs ---------------------------------------------------------------
+
+
+def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
+    size = lemon.size
+    doc.heading(3, "Find underperforming GPUs", note=f"fixed {size}³ `matmul` on every GPU")
+    slow = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.underperforming]
+    dead = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.dead]
+    if not slow and not dead:
+        doc.para("**TLDR: no under-performing or dead GPUs**")
+    else:
+        parts = []
+        if slow:
+            parts.append("under-performing: " + ", ".join(f"`{s}`" for s in slow))
+        if dead:
+            parts.append("dead: " + ", ".join(f"`{d}`" for d in dead))
+        doc.para("**TLDR:** " + "; ".join(parts))
+    doc.para("An under-performing GPU is slow or throttled; a dead GPU, one that errors or hangs, is the extreme case. "
+             f"This pass ran the same matmul shape (M=N=K={size}, {lemon.dtype}) on every GPU, one GPU at a time with "
+             f"its siblings idle, and flags a card more than {BELOW_MEDIAN:.0%} below its node's median; a flagged card "
+             "gets two more passes and counts as under-performing only if it is below in all three. It is not MAMF: "
+             "there is no search over matmul shapes and no boost/sustain split.")
+    sms = sorted({g.sm_count for n in lemon.nodes for g in n.gpus if g.sm_count})
+    for count in sms:
+        cov = sm_coverage(count, size)
+        which = "this GPU's" if len(sms) == 1 else f"a {count}-SM GPU's"
+        doc.para(f"SM coverage: with 128×256 output tiles the {size}×{size} result is {cov.num_ctas} CTAs (cooperative "
+                 f"thread arrays, each one CUDA thread block); {which} {count} SMs run them as {cov.full_waves} full "
+                 f"waves (one CTA on every SM at once) and a tail of {cov.tail_ctas} CTAs, a wave efficiency of "
+                 f"{100 * cov.wave_efficiency:.1f}%.")
+    width = max(len(n.gpus) for n in lemon.nodes)
+    idx = sorted({g.gpu for n in lemon.nodes for g in n.gpus})[:width]
+    rows = []
+    for n in lemon.nodes:
+        cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
+        alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
+        lo = min(alive, key=lambda x: x[1]) if alive else None
+        hi = max(alive, key=lambda x: x[1]) if alive else None
+        rows.append([node_label(n.hostname, n.index)] + [cells.get(i, "") for i in idx]
+                    + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "", f"{hi[1]:.1f}" if hi else ""])
+    doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
+    sentences = []
+    for n in lemon.nodes:
+        sentences += _three_pass_sentences(n, True, "lemon GEMM", _tf1, "TFLOPS")
+        for g in n.gpus:
+            if g.error:
+                sentences.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` is dead ({g.error}).")
+    doc.para(" ".join(sentences))
+
+
+# -- Findings --------------------------------------------------------------------------------
+
+
+def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
+              spec: Spec | None) -> None:
+    bad: dict[str, list[str]] = {}
+    if health:
+        for n in health.nodes:
+            label = node_label(n.hostname or n.node, n.index)
+            for r in n.results:
+                if r.result == "Fail":
+                    msg = next((m for m in r.messages if not m.startswith("Info")), "")
+                    where = _failed_where(label, r)
+                    result.findings.append(Finding("underperforming", SUBSYSTEM,
+                                                   f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where}"
+                                                   + (f" ({msg})" if msg else "") + "."))
+    if mm:
+        for n in mm.nodes:
+            for gpu in n.underperforming:
+                g = next(x for x in n.gpus if x.gpu == gpu)
+                fracs = [_below(n, gpu, p) for p in range(3)]
+                nums = " / ".join(_tf(v) for v in g.tflops[:3])
+                bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
+                    f"MSMF {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
+            for gpu in n.dead:
+                g = next(x for x in n.gpus if x.gpu == gpu)
+                bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
+                    f"dead in the GPU performance pass: its MSMF measurement failed twice ({g.errors[-1] if g.errors else 'no result'})")
+    if lemon:
+        for ln in lemon.nodes:
+            for gpu in ln.underperforming:
+                g = next(x for x in ln.gpus if x.gpu == gpu)
+                fracs = [_below(ln, gpu, p) for p in range(3)]
+                nums = " / ".join(_tf1(v) for v in g.tflops[:3])
+                bad.setdefault(gpu_label(ln.hostname, ln.index, gpu), []).append(
+                    f"lemon GEMM {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
+            for gpu in ln.dead:
+                g = next(x for x in ln.gpus if x.gpu == gpu)
+                bad.setdefault(gpu_label(ln.hostname, ln.index, gpu), []).append(f"dead in the lemon GEMM pass: {g.error}")
+    for label, parts in bad.items():
+        result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + "."))
+    if any(f.category == "underperforming" for f in result.findings):
+        return
+    healthy = _healthy_text(health, mm, lemon, spec)
+    if healthy:
+        category = "healthy" if spec and spec.bf16_tflops else "needs_input"
+        if category == "needs_input":
+            healthy += (f" The official dense BF16 TFLOPS for the {spec.name if spec else 'GPU'} is not in the spec "
+                        "table: obtain the vendor's dense BF16 figure for this product to judge these numbers.")
+        result.findings.append(Finding(category, SUBSYSTEM, healthy))
+
+
+def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
+                  spec: Spec | None) -> str:
+    parts = []
+    if health:
+        total = sum(len({g for r in n.results for g in r.gpus}) for n in health.nodes if n.ran)
+        parts.append(f"`dcgmi diag -r {health.level}` Pass" + (f" on all {total} GPUs" if total else ""))
+    spec_tf = spec.bf16_tflops if spec else None
+    if mm:
+        mamfs = [n.search.mamf.mean_tflops for n in mm.nodes if n.search and n.search.mamf]
+        msmfs = [s[1].mean_tflops for n in mm.nodes if (s := _slowest(n))]
+        if mamfs:
+            best = round(max(mamfs))
+            of = f" ({_pct(best, spec_tf)} of the official {spec_tf:.0f} TFLOPS dense BF16)" if spec_tf else ""
+            parts.append(f"MAMF {best} TFLOPS{of}")
+        if msmfs:
+            low = round(min(msmfs))
+            parts.append(f"node MSMF {low} TFLOPS" + (f" ({_pct(low, spec_tf)})" if spec_tf else "")
+                         + (" on the slowest node" if len(msmfs) > 1 else ""))
+    if lemon and lemon.nodes:
+        vals = [g.tflops[0] for n in lemon.nodes for g in n.gpus if g.tflops and g.tflops[0] is not None]
+        if vals:
+            parts.append(f"lemon GEMM {min(vals):.1f}–{max(vals):.1f} TFLOPS across {len(vals)} GPUs with no "
+                         "under-performing or dead GPUs")
+    return "; ".join(parts) + "." if parts else ""
+

@@ -1,0 +1,429 @@
+"""The ``## Network`` section: Introduction (tools, busbw/algbw, NVLS), intra-node and inter-node
+all-reduce benchmarks, the pairwise straggler hunt, Gaps; and the fabric findings.
+
+Pure: records in, markdown and findings out.
+"""
+
+from __future__ import annotations
+
+from clustereval.analysis import network as an
+from clustereval.probes.nccl_debug import describe_path
+from clustereval.records import Finding, Gap
+from clustereval.records.network import (
+    AllreduceRecord,
+    ConnectivityRecord,
+    NcclDebugInfo,
+    PairwiseRecord,
+    Sweep,
+)
+from clustereval.report.markdown import Document
+from clustereval.report.network_plots import iec
+from clustereval.report.render import RunView, SectionResult, render_gaps
+
+WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
+       "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
+       "cluster.toml": "the operator, in cluster.toml"}
+PAIR_TABLE_MAX = 28  # more pairs than this: only the slow ones are listed
+
+
+def gbps(v: float) -> str:
+    return f"{v:_.2f}"
+
+
+def _tool(view: RunView, name: str) -> str:
+    return f"[`{name}`]({view.raw_rel}/tools/{name})"
+
+
+def _env_nodes(view: RunView) -> list:
+    env = view.get("environment")
+    return list(getattr(env, "nodes", []) or [])
+
+
+def node_label(view: RunView, node: str, index: int | None = None) -> str:
+    """``hostname(nodeN)``: the Environment table's hostname and the hostfile position."""
+    for n in _env_nodes(view):
+        if n.node == node:
+            return f"{n.hostname or node}(node{n.index})"
+    pre = view.get("preflight")
+    for n in getattr(pre, "nodes", []) or []:
+        if n.name == node:
+            return f"{n.hostname or node}(node{n.index})"
+    return f"{node}(node{index})" if index is not None else node
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _ranks_words(n: int, nodes: int) -> str:
+    return f"{plural(n, 'rank')} on {plural(nodes, 'node')}"
+
+
+def _payload_range(ar: AllreduceRecord | None) -> tuple[int, int]:
+    rows = [r for s in ((ar.intra if ar else []) + ([ar.inter] if ar and ar.inter else [])) for r in s.rows]
+    if not rows:
+        return (ar.min_bytes, ar.max_bytes) if ar else (0, 0)
+    return min(r.payload_bytes for r in rows), max(r.payload_bytes for r in rows)
+
+
+def _nccl_of(sweeps: list[Sweep]) -> NcclDebugInfo | None:
+    return next((s.nccl for s in sweeps if s.nccl is not None), None)
+
+
+def _nvls_state(info: NcclDebugInfo | None) -> str:
+    if info is None:
+        return ""
+    if info.nvls_used:
+        return "set up and used"
+    if info.nvls_available is True:
+        return "available but not set up"
+    if info.nvls_available is False:
+        return "not available"
+    if info.nvls_used is False:
+        return "not set up"
+    return ""
+
+
+def render_network(view: RunView, doc: Document) -> SectionResult:
+    conn: ConnectivityRecord | None = view.get("connectivity")
+    ar: AllreduceRecord | None = view.get("allreduce")
+    pw: PairwiseRecord | None = view.get("pairwise")
+    if conn is None and ar is None and pw is None:
+        return SectionResult()
+    out = SectionResult()
+    doc.heading(2, "Network")
+    _introduction(view, doc, conn, ar, pw)
+    if ar is not None:
+        _intra(view, doc, ar, out)
+        _inter(view, doc, ar, out)
+    if pw is not None and pw.pairs:
+        _pairwise(view, doc, pw, out)
+    gaps: list[Gap] = []
+    for rec in (conn, ar, pw):
+        gaps += list(getattr(rec, "gaps", []) or [])
+    _launcher_findings(conn, ar, out)
+    out.gaps += gaps
+    render_gaps(doc, gaps)
+    return out
+
+
+# -- Introduction ---------------------------------------------------------------------------------
+def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
+    items: list[str] = []
+    toc_label = None
+    note = ""
+    if conn is not None:
+        scope_word = "Inter-node" if conn.scope == "inter-node" and conn.launch.ok else "Intra-node"
+        if conn.scope == "inter-node" and not conn.launch.ok:
+            scope_word = "Inter-node"  # it was launched across every node; the Gap says it failed
+        toc_label = f"{scope_word} connectivity"
+        note = f"`connectivity.py`, {_ranks_words(conn.num_ranks, conn.num_nodes)}"
+        items.append(_connectivity_item(view, conn))
+    if ar is not None:
+        items.append(_sweep_item(view, ar))
+    if pw is not None and pw.pairs:
+        items.append(_pairwise_item(view, pw))
+    doc.heading(3, "Introduction", toc=bool(toc_label), toc_label=toc_label, note=note)
+    doc.numbered(items)
+    env = (ar.nccl_env if ar is not None else None) or (conn.nccl_env if conn is not None else None)
+    backend = (conn.backend if conn is not None else "") or (ar.intra[0].backend if ar and ar.intra else "")
+    if backend == "gloo":
+        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so "
+                 "neither NCCL nor NVLink was exercised and the bandwidths below describe the host's TCP stack.")
+        return
+    if env is not None and env.nvls_enable:
+        doc.para(_nvls_paragraph(env, ar))
+
+
+def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
+    lib = ("NCCL (NVIDIA Collective Communications Library)" if conn.backend == "nccl"
+           else "gloo (CPU processes, no NCCL)")
+    k = conn.launch.nproc_per_node
+    per = ("one process per GPU" if conn.backend == "nccl"
+           else f"{k} CPU process{'' if k == 1 else 'es'} per node")
+    text = (f"{_tool(view, 'connectivity.py')} (our connectivity test) — {per}, started with torchrun on each node; "
+            f"{_ranks_words(conn.num_ranks, conn.num_nodes)} joined one {lib} process group through a c10d "
+            f"rendezvous at {conn.launch.endpoint} and completed one all-reduce whose sum every rank checked")
+    if conn.scope == "inter-node":
+        text += ", across every node, so it is an inter-node check"
+    else:
+        text += "; it ran on one node, so it is an intra-node check only"
+    text += ": **pass**." if conn.allreduce_ok else ": **failed** (see Gaps below)."
+    if conn.launch.is_host_node:
+        text += (f" The rendezvous needed `--rdzv_conf is_host=1` on {conn.launch.is_host_node} and `--local_addr` "
+                 f"on every node: {'; '.join(conn.launch.fix_reasons[:2])}.")
+    return text
+
+
+def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
+    lo, hi = _payload_range(ar)
+    backend = ar.intra[0].backend if ar.intra else (ar.inter.backend if ar.inter else "")
+    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls issued back to back between two CUDA "
+              "events (payloads up to 64 MiB replayed from a CUDA graph so the CPU's launch overhead does not "
+              "count), the time per call taken from the slowest rank" if backend == "nccl"
+              else "timed over at least 20 calls issued back to back after 5 warm-ups, the slowest rank's time")
+    counts = []
+    if ar.intra:
+        counts.append(f"{plural(ar.intra[0].num_ranks, 'rank')} (intra-node, each node on its own)")
+    if ar.inter is not None:
+        unit = "GPU" if ar.inter.backend == "nccl" else "rank"
+        counts.append(f"{plural(ar.inter.num_ranks, 'rank')} (inter-node, every {unit} of every node)")
+    return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce over payloads from "
+            f"{iec(lo)} to {iec(hi)}, doubling each step, {timing}; a second pass times one call at a time with a "
+            "barrier and a synchronize around it (blocking). Each payload's first all-reduce is checked. "
+            "**algbw** (algorithm bandwidth, what the caller sees) is the payload's bytes divided by the time of one "
+            "call; **busbw** (bus bandwidth, what the fabric moves) is algbw × 2(n−1)/n for n ranks, already "
+            "unidirectional; 1 GBps = 10⁹ bytes per second. It ran at " + " and ".join(counts or ["no rank count"]) + ".")
+
+
+def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
+    n = len({x for p in pw.pairs for x in (p.a, p.b)})
+    return (f"{_tool(view, 'allreduce.py')} again, for the pairwise straggler hunt — every node paired with the "
+            f"others ({len(pw.pairs)} pairs of {n} nodes, {pw.ranks_per_node * 2} ranks per pair), one "
+            f"{iec(pw.payload_bytes)} all-reduce busbw per pair, with disjoint pairs running at the same time in "
+            f"{pw.num_rounds} rounds; a pair more than {pw.threshold_pct:g}% below the mean of all pairs is slow, "
+            "and a node is named when most of its pairs are slow.")
+
+
+def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
+    who = WHO.get(env.nvls_source, env.nvls_source)
+    text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring busbw it "
+            "typically gains about 30% intra-node and about 25% inter-node, it does not speed up all-gather or "
+            "reduce-scatter, and it is a different feature from InfiniBand switch SHARP. "
+            f"`NCCL_NVLS_ENABLE={env.nvls_enable}` (0 = force off, 1 = require NVLS, 2 = auto) was set by {who}.")
+    if ar is not None:
+        intra = _nvls_state(_nccl_of(ar.intra))
+        inter = _nvls_state(ar.inter.nccl) if ar.inter is not None and ar.inter.nccl else ""
+        said = []
+        if intra:
+            said.append(f"intra-node NVLS was {intra}")
+        if inter:
+            said.append(f"inter-node NVLS was {inter}")
+        if said:
+            text += " According to NCCL's own log (`NCCL_DEBUG=INFO`), " + " and ".join(said) + "."
+    return text
+
+
+# -- Intra-node -----------------------------------------------------------------------------------
+def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult) -> None:
+    sweeps = [s for s in ar.intra if s.rows]
+    if not sweeps:
+        return
+    n = sweeps[0].num_ranks
+    gloo = sweeps[0].backend == "gloo"
+    note = f"`allreduce.py`{' (gloo on CPU)' if gloo else ''}, {plural(n, 'rank')}"
+    doc.heading(3, "Intra-node all-reduce benchmark", note=note)
+    env_nodes = _env_nodes(view)
+    spec = an.intra_spec(env_nodes[0] if env_nodes else None, ar.nvlink_target_gb_s)
+    nccl = _nccl_of(sweeps)
+    if gloo:
+        doc.para(f"gloo all-reduce between {n} CPU processes on each node, over TCP.")
+    else:
+        parts = []
+        if spec.kind:
+            parts.append(f"Transport: {spec.kind}" + (f", {spec.bond}" if spec.bond else "")
+                         + (f"; spec {gbps(spec.spec_uni_gb_s)} GBps unidirectional per GPU"
+                            + (" (from cluster.toml)" if spec.source == "cluster.toml" else "") if spec.spec_uni_gb_s
+                            else ""))
+        if nccl is not None and nccl.transports:
+            parts.append(f"NCCL connected the GPUs over {describe_path(nccl)}"
+                         + (f" (NCCL {nccl.version})" if nccl.version else ""))
+        if parts:
+            doc.para(". ".join(parts) + ".")
+    _intra_table(view, doc, sweeps)
+    peaks = [(s, an.peak(s)) for s in sweeps]
+    best_sweep, best = max(peaks, key=lambda sp: sp[1].busbw_gb_s)  # type: ignore[union-attr]
+    assert best is not None
+    lead = f"Peak busbw **{gbps(best.busbw_gb_s)} GBps** at {iec(best.payload_bytes)}"
+    if len(sweeps) > 1:
+        lead += f" on {node_label(view, best_sweep.nodes[0])}"
+    share = an.share_of_spec(best.busbw_gb_s, spec.spec_uni_gb_s) if not gloo else None
+    nvls_on = bool(nccl and nccl.nvls_used)
+    if share is not None:
+        lead += f" = {share * 100:.1f}% of the {spec.kind or 'intra-node'} spec of {gbps(spec.spec_uni_gb_s)} GBps"
+        lead += (" (NVLS was used, so busbw can exceed 100% of this ring-formula spec)" if nvls_on
+                 else " (without NVLS, a ring or tree all-reduce)")
+    doc.para(lead + ".")
+    if sweeps[0].plot:
+        doc.image("Intra-node all-reduce", f"{view.raw_rel}/{sweeps[0].plot}")
+    if gloo:
+        return
+    for s, p, med in an.slow_nodes(sweeps):
+        out.findings.append(Finding("underperforming", "fabric",
+                                    f"`{node_label(view, s.nodes[0])}` — intra-node all-reduce peak busbw "
+                                    f"{gbps(p)} GBps, {(1 - p / med) * 100:.1f}% below the node median of "
+                                    f"{gbps(med)} GBps"))
+    if share is None:
+        out.findings.append(Finding("needs_input", "fabric",
+                                    f"intra-node all-reduce peak busbw {gbps(best.busbw_gb_s)} GBps at "
+                                    f"{iec(best.payload_bytes)} over {n} ranks; the intra-node interconnect's "
+                                    "unidirectional spec is unknown. What to obtain: the GPU-to-GPU bandwidth the "
+                                    "servers are sold with (GBps, unidirectional, per GPU)."))
+        return
+    words = (f"intra-node: peak all-reduce busbw {gbps(best.busbw_gb_s)} GBps at {iec(best.payload_bytes)} over "
+             f"{n} GPUs = {share * 100:.1f}% of the {spec.kind} spec of {gbps(spec.spec_uni_gb_s)} GBps "
+             f"({'NVLS used' if nvls_on else 'NVLS not used'})")
+    good = share >= an.HEALTHY_SHARE_OF_SPEC
+    out.findings.append(Finding("healthy" if good else "underperforming", "fabric",
+                                words + ("" if good else f", below the {an.HEALTHY_SHARE_OF_SPEC * 100:.0f}% a "
+                                         "healthy ring all-reduce reaches")))
+
+
+def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
+    if len(sweeps) == 1:
+        s = sweeps[0]
+        blocking = {r.payload_bytes: r for r in s.blocking_rows}
+        headers = ["payload", "algbw (GBps)", "busbw (GBps)"] + (["busbw blocking (GBps)"] if blocking else [])
+        rows = []
+        for r in s.rows:
+            row = [iec(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
+            if blocking:
+                b = blocking.get(r.payload_bytes)
+                row.append(gbps(b.busbw_gb_s) if b else "")
+            rows.append(row)
+        doc.table(headers, rows, "r" * len(headers))
+        return
+    payloads = sorted({r.payload_bytes for s in sweeps for r in s.rows})
+    if len(sweeps) <= 4:
+        headers = ["payload"] + [f"busbw {node_label(view, s.nodes[0])} (GBps)" for s in sweeps]
+        rows = [[iec(p)] + [gbps(r.busbw_gb_s) if (r := s.row_at(p)) else "" for s in sweeps] for p in payloads]
+    else:
+        headers = ["payload", "busbw median (GBps)", "busbw min (GBps)", "slowest node"]
+        rows = []
+        for p in payloads:
+            vals = [(r.busbw_gb_s, s) for s in sweeps if (r := s.row_at(p))]
+            low = min(vals, key=lambda v: v[0])
+            rows.append([iec(p), gbps(an.median_row(sweeps, p) or 0.0), gbps(low[0]), node_label(view, low[1].nodes[0])])
+    doc.table(headers, rows, "r" * (len(headers) - (1 if len(sweeps) > 4 else 0)) + ("l" if len(sweeps) > 4 else ""))
+
+
+# -- Inter-node -----------------------------------------------------------------------------------
+def _nic_inventory(view: RunView) -> str:
+    env_nodes = _env_nodes(view)
+    nics = list(getattr(env_nodes[0], "nics", []) or []) if env_nodes else []
+    if not nics:
+        return ""
+    groups: dict[tuple[str, float], list[str]] = {}
+    for nic in nics:
+        groups.setdefault((nic.kind, nic.rate_gb_s), []).append(nic.name)
+    parts = []
+    for (kind, rate), names in groups.items():
+        rate_words = f" at {rate:g} Gb/s ({gbps(rate / 8)} GBps) each" if rate else ""
+        parts.append(f"{len(names)} × {kind} ({', '.join(names[:4])}{', …' if len(names) > 4 else ''}){rate_words}")
+    return "NIC inventory per node (inventory, not a measure of this benchmark): " + "; ".join(parts) + "."
+
+
+def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult) -> None:
+    s = ar.inter
+    if s is None or not s.rows or len(s.nodes) < 2:
+        return
+    doc.heading(3, "Inter-node all-reduce benchmark", note=f"`allreduce.py`, {s.num_ranks} ranks")
+    gloo = s.backend == "gloo"
+    lines = []
+    if gloo:
+        lines.append(f"gloo all-reduce between {s.num_ranks} CPU processes on {len(s.nodes)} nodes, over TCP.")
+    elif s.nccl is not None:
+        path = describe_path(s.nccl)
+        net = f"NCCL's network: {s.nccl.network}" if s.nccl.network else ""
+        lines.append("Transport: " + "; ".join(x for x in (f"NCCL connected the ranks over {path}" if path else "", net,
+                                                          f"NVLS {_nvls_state(s.nccl) or 'state not logged'}") if x)
+                     + ".")
+    inv = _nic_inventory(view)
+    if inv:
+        lines.append(inv)
+    if lines:
+        doc.para(" ".join(lines))
+    one = {p: an.median_row([x for x in ar.intra if x.rows], p) for p in (r.payload_bytes for r in s.rows)}
+    headers = ["payload", "algbw (GBps)", "busbw (GBps)", "1-node busbw (GBps)", "inter ÷ 1-node (×)"]
+    rows = []
+    for r in s.rows:
+        o = one.get(r.payload_bytes)
+        rows.append([iec(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s), gbps(o) if o else "",
+                     f"{r.busbw_gb_s / o:.2f}" if o else ""])
+    doc.table(headers, rows, "rrrrr")
+    p = an.peak(s)
+    assert p is not None
+    so = an.scale_out(s, ar.intra)
+    text = f"Peak busbw **{gbps(p.busbw_gb_s)} GBps** at {iec(p.payload_bytes)} over {s.num_ranks} ranks"
+    if so is not None:
+        text += (f"; at that payload one node alone reached {gbps(so.intra_busbw_gb_s)} GBps, so spreading the "
+                 f"all-reduce over {len(s.nodes)} nodes runs at {so.ratio:.2f}× the 1-node busbw")
+    doc.para(text + ".")
+    if s.plot:
+        doc.image("Inter-node all-reduce", f"{view.raw_rel}/{s.plot}")
+    if gloo:
+        return
+    path_words = describe_path(s.nccl) if s.nccl else ""
+    measured = (f"inter-node: peak all-reduce busbw {gbps(p.busbw_gb_s)} GBps at {iec(p.payload_bytes)} over "
+                f"{s.num_ranks} ranks on {len(s.nodes)} nodes" + (f", NCCL path {path_words}" if path_words else "")
+                + (f", NVLS {_nvls_state(s.nccl)}" if s.nccl and _nvls_state(s.nccl) else "")
+                + (f", {so.ratio:.2f}× the 1-node busbw of {gbps(so.intra_busbw_gb_s)} GBps at the same payload"
+                   if so else ""))
+    target = ar.internode_target_gb_s
+    if target:
+        ok = p.busbw_gb_s >= target
+        out.findings.append(Finding("healthy" if ok else "underperforming", "fabric",
+                                    f"{measured}; the operator's target is {gbps(target)} GBps"))
+    else:
+        out.findings.append(Finding("needs_input", "fabric",
+                                    f"{measured}. This busbw mixes NVLink, the NICs and the switches, so no NIC rate is "
+                                    "its target. What to obtain: the all-reduce busbw the purchased fabric is expected "
+                                    f"to reach at {s.num_ranks} ranks ({len(s.nodes)} nodes) for a {iec(p.payload_bytes)} "
+                                    "float32 payload, in GBps."))
+
+
+# -- Pairwise -------------------------------------------------------------------------------------
+def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResult) -> None:
+    n = len({x for p in pw.pairs for x in (p.a, p.b)})
+    doc.heading(3, "Pairwise all-reduce benchmark",
+                note=f"`allreduce.py`, {n} nodes in pairs at {iec(pw.payload_bytes)}, {pw.num_rounds} rounds")
+    slow = [p for p in pw.pairs if p.slow]
+    doc.para(f"Mean busbw over the {len(pw.pairs)} pairs: **{gbps(pw.mean_busbw_gb_s)} GBps**; "
+             f"{len(slow)} pair{'s' if len(slow) != 1 else ''} more than {pw.threshold_pct:g}% below it.")
+    listed = pw.pairs if len(pw.pairs) <= PAIR_TABLE_MAX else slow
+    if listed:
+        rows = [[node_label(view, p.a), node_label(view, p.b), str(p.round),
+                 gbps(p.busbw_gb_s) if p.busbw_gb_s is not None else "did not complete",
+                 f"{(p.busbw_gb_s / pw.mean_busbw_gb_s - 1) * 100:+.1f}" if p.busbw_gb_s and pw.mean_busbw_gb_s else "",
+                 "slow" if p.slow else ""] for p in listed]
+        doc.table(["node", "node", "round", "busbw (GBps)", "vs mean (%)", "flag"], rows, "llrrrl")
+    ranked = [s for s in pw.suspects if s.slow_pairs]
+    if ranked:
+        doc.table(["node", "slow pairs", "pairs", "share of slow pairs"],
+                  [[node_label(view, s.node), str(s.slow_pairs), str(s.pairs), f"{s.share * 100:.0f}%"] for s in ranked],
+                  "lrrr")
+    if pw.stragglers:
+        doc.para("Stragglers (most of their pairs slow): " + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers)
+                 + ".")
+        for s in (pw.stragglers if pw.backend == "nccl" else []):  # gloo on CPU says nothing about the fabric
+            sus = next((x for x in pw.suspects if x.node == s), None)
+            detail = (f"{sus.slow_pairs} of its {sus.pairs} pairs were more than {pw.threshold_pct:g}% below the "
+                      f"pair mean of {gbps(pw.mean_busbw_gb_s)} GBps (its pairs' mean {gbps(sus.mean_busbw_gb_s)} GBps)"
+                      if sus else "its pairs were slow")
+            out.findings.append(Finding("underperforming", "fabric",
+                                        f"`{node_label(view, s)}` — pairwise all-reduce at {iec(pw.payload_bytes)}: "
+                                        f"{detail}"))
+    elif slow:
+        doc.para("No node has most of its pairs slow, so the slow pairs point at links between those nodes rather "
+                 "than at one node.")
+    if pw.heatmap:
+        doc.image("Pairwise all-reduce busbw", f"{view.raw_rel}/{pw.heatmap}")
+
+
+def _launcher_findings(conn, ar, out: SectionResult) -> None:
+    """A failed launch is a launcher problem (torchrun / rendezvous), never "the network is unhealthy"."""
+    launches = []
+    if conn is not None and not conn.launch.ok and conn.launch.rc_by_node:
+        launches.append(("connectivity test", conn.launch))
+    if ar is not None:
+        for s in ar.intra + ([ar.inter] if ar.inter else []):
+            if not s.launch.ok and s.launch.rc_by_node:
+                launches.append((f"{s.scope} all-reduce benchmark", s.launch))
+    seen = set()
+    for what, info in launches:
+        why = info.diagnosis_text or info.error or "the launch failed"
+        if why in seen:
+            continue
+        seen.add(why)
+        out.findings.append(Finding("underperforming", "torchrun",
+                                    f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))

@@ -1,0 +1,98 @@
+"""Hand-built Compute records for report tests: consistent numbers, the shapes a run produces."""
+
+from clustereval.analysis.gpu_passes import three_pass
+from clustereval.records.compute import (
+    DiagResult,
+    GpuMsmf,
+    HealthRecord,
+    LemonGpu,
+    LemonRecord,
+    MatmulRecord,
+    NodeHealth,
+    NodeLemon,
+    NodeMatmul,
+    SearchSummary,
+    ShapeTiming,
+)
+from clustereval.records.environment import EnvironmentRecord, GpuInfo, NodeEnvironment
+
+MSMF_SHAPE = (8192, 8192, 16384)
+
+
+def timing(shape, tflops, stage="sustained", power=698.0, clock=1530.0, label="", why=""):
+    m, n, k = shape
+    return ShapeTiming(m=m, n=n, k=k, stage=stage, mean_tflops=tflops, median_tflops=tflops, max_tflops=tflops + 4,
+                       iterations=400, power_w=power, sm_mhz=clock, sm_mhz_low=clock - 30, sm_mhz_high=clock + 30,
+                       num_samples=150, label=label, why=why)
+
+
+def environment(hosts=("gpu-a",), num_gpus=2, name="NVIDIA H200"):
+    return EnvironmentRecord(nodes=[
+        NodeEnvironment(node=f"10.0.0.{i + 1}", index=i, hostname=h, has_gpu=True,
+                        gpus=[GpuInfo(index=g, name=name, memory_total_mib=143771, power_limit_w=700.0,
+                                      clocks_max_sm_mhz=1980, sm_count=132) for g in range(num_gpus)])
+        for i, h in enumerate(hosts)])
+
+
+def health(hosts=("gpu-a",), num_gpus=2, fail=None):
+    nodes = []
+    for i, h in enumerate(hosts):
+        results = [DiagResult(p, c, "Pass", {g: "Pass" for g in range(num_gpus)})
+                   for p, c in (("software", "Deployment"), ("memory", "Hardware"), ("pcie", "Integration"),
+                                ("memory_bandwidth", "Stress"))]
+        if fail and fail[0] == i:
+            r = results[1]
+            r.result, r.gpus[fail[1]] = "Fail", "Fail"
+            r.messages = [f"Warning: GPU{fail[1]} GPU {fail[1]} Error using CUDA API cudaMemcpy"]
+        nodes.append(NodeHealth(node=f"10.0.0.{i + 1}", index=i, hostname=h, ran=True, dcgm_version="4.2.3",
+                                results=results, log_rel=f"health/dcgm-diag-r2-10.0.0.{i + 1}.txt"))
+    return HealthRecord(nodes=nodes)
+
+
+def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warning=False):
+    """``per_node_passes``: for each node, a list of passes, each {gpu: TFLOPS or None}."""
+    nodes = []
+    for i, (h, passes) in enumerate(zip(hosts, per_node_passes, strict=True)):
+        gpus = sorted(passes[0])
+        mamf = timing((1024, 4096, 16384), 807.53, "burst", 512.0, 1980.0)
+        msmf = timing(MSMF_SHAPE, passes[0][gpus[0]])
+        sustained = [msmf]
+        if suspect:
+            sustained.insert(0, timing((4096, 4096, 16384), 790.0, power=612.0, clock=1980.0, label="SUSPECT",
+                                       why="held 612 W against the 700 W limit (below 95% of it)"))
+        search = SearchSummary(shapes_tried=256, num_screened=256, num_confirmed=8, num_sustained=len(sustained),
+                               mamf=mamf, msmf=msmf, sustained=sustained)
+        rec_gpus = []
+        for g in gpus:
+            vals = [p.get(g) for p in passes]
+            rec_gpus.append(GpuMsmf(gpu=g, tflops=vals, timings=[timing(MSMF_SHAPE, v) if v is not None else None
+                                                                 for v in vals],
+                                    errors=["RuntimeError: CUDA error: an illegal memory access was encountered"] * 2
+                                    if (i, g) in dead else []))
+        verdict = three_pass(passes)
+        node = NodeMatmul(node=f"10.0.0.{i + 1}", index=i, hostname=h, gpu_name="NVIDIA H200", num_gpus=len(gpus),
+                          sm_count=132, memory_gib=140.4, power_limit_w=700.0, boost_mhz=1980.0, search=search,
+                          msmf_shape=MSMF_SHAPE, gpus=rec_gpus, num_passes=len(passes), medians=verdict.medians,
+                          flagged=verdict.flagged, underperforming=verdict.underperforming,
+                          dead=[g for (n, g) in dead if n == i])
+        if idle_warning:
+            node.warnings.append(f"During the MSMF measurement of `{h}(node{i}):gpu1` the worker saw idle siblings "
+                                 "(gpu0 stopped computing), so it was measured again")
+        nodes.append(node)
+    return MatmulRecord(tool_rel="tools/matmul.py", settle_s=1.5, sustain_s=3.0, nodes=nodes,
+                        saturated_sm_mhz=(1500, 1560))
+
+
+def lemon(per_node_passes, hosts=("gpu-a",), dead=None):
+    """``dead``: {(node, gpu): why}."""
+    dead = dead or {}
+    nodes = []
+    for i, (h, passes) in enumerate(zip(hosts, per_node_passes, strict=True)):
+        gpus = sorted(passes[0])
+        verdict = three_pass(passes)
+        nodes.append(NodeLemon(node=f"10.0.0.{i + 1}", index=i, hostname=h, gpu_name="NVIDIA H200", sm_count=132,
+                               gpus=[LemonGpu(gpu=g, tflops=[p.get(g) for p in passes], power_w=699.0, sm_mhz=1540.0,
+                                              sm_count=132, error=dead.get((i, g), "")) for g in gpus],
+                               num_passes=len(passes), medians=verdict.medians, flagged=verdict.flagged,
+                               underperforming=verdict.underperforming, dead=[g for (n, g) in dead if n == i]))
+    return LemonRecord(nodes=nodes)

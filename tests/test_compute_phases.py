@@ -1,0 +1,202 @@
+"""The compute phases on this machine: real workers on the CPU where they can run, stand-in
+executables (dcgmi, nvidia-smi, a GPU that hangs) for what a CPU machine cannot produce."""
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustereval.config import Config
+from clustereval.phases.base import RunContext
+from clustereval.phases.compute import HealthPhase, LemonPhase, MatmulPhase
+from clustereval.phases.gpunode import MatmulPlan
+from clustereval.store import RunState, RunStore
+from clustereval.transport.base import Node
+from clustereval.transport.local import LocalTransport
+from tests.conftest import FIXTURES
+
+FAKE_WORKER = Path(__file__).parent / "fakes" / "fake_matmul_worker.py"
+
+
+def make_ctx(tmp_path, plan=None, eval_python=sys.executable):
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", nodes=("here",), local_scratch=str(tmp_path / "scratch"))
+    ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node("here", "here")], store=store,
+                     eval_python=eval_python)
+    if plan is not None:
+        ctx.records["_matmul_plan"] = plan
+    return ctx
+
+
+def script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def fake_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_STATE", str(tmp_path / "fake-state"))
+    return str(script(tmp_path / "fakepy", f'exec "{sys.executable}" "{FAKE_WORKER}" "$@"\n'))
+
+
+@pytest.fixture
+def gpu_tools(tmp_path, monkeypatch):
+    """Stand-ins for nvidia-smi, dcgmi and nv-hostengine on PATH; returns their state folder."""
+    state = tmp_path / "tools-state"
+    state.mkdir()
+    bin_dir = tmp_path / "bin"
+    script(bin_dir / "nvidia-smi", f"""case "$*" in
+  *query-compute-apps*) cat "{state}/apps.csv" 2>/dev/null ;;
+  *query-gpu*) cat "{FIXTURES}/nvidia-smi/handwritten-query-gpu-index.csv" ;;
+  *) cat "{FIXTURES}/h200x2/nvidia-smi.txt" | tail -n +2 ;;
+esac
+""")
+    script(bin_dir / "dcgmi", f"""case "$1" in
+  discovery) if [ -e "{state}/engine" ]; then echo "2 GPUs found."; else cat "{FIXTURES}/dcgmi/handwritten-diag-no-hostengine.txt"; exit 1; fi ;;
+  diag) cat "{state}/diag.txt" ;;
+esac
+""")
+    script(bin_dir / "nv-hostengine", f"""if [ "$1" = "--term" ]; then rm -f "{state}/engine"; touch "{state}/terminated"; else touch "{state}/engine"; fi
+""")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return state
+
+
+# -- hardware health -------------------------------------------------------------------------
+
+
+def test_health_starts_the_host_engine_runs_diag_and_stops_it(tmp_path, gpu_tools):
+    (gpu_tools / "diag.txt").write_text((FIXTURES / "dcgmi/handwritten-diag-r2-pass-dcgm4.txt").read_text())
+    ctx = make_ctx(tmp_path)
+    rec = HealthPhase().run(ctx)
+    (nh,) = rec.nodes
+    assert nh.ran and nh.passed and nh.hostengine_started and not rec.gaps
+    assert [r.plugin for r in nh.results] == ["software", "memory", "pcie", "memory_bandwidth"]
+    assert (gpu_tools / "terminated").exists() and not (gpu_tools / "engine").exists()  # left as found
+    log = ctx.store.raw_dir / nh.log_rel
+    assert log.exists() and "memory_bandwidth" in log.read_text()
+
+
+def test_health_failure_is_parsed_and_a_running_engine_is_left_alone(tmp_path, gpu_tools):
+    (gpu_tools / "engine").touch()
+    (gpu_tools / "diag.txt").write_text((FIXTURES / "dcgmi/handwritten-diag-r2-fail-dcgm4.txt").read_text())
+    rec = HealthPhase().run(make_ctx(tmp_path))
+    (nh,) = rec.nodes
+    assert nh.ran and not nh.passed and not nh.hostengine_started
+    assert next(r for r in nh.results if r.plugin == "memory").gpus[1] == "Fail"
+    assert (gpu_tools / "engine").exists() and not (gpu_tools / "terminated").exists()
+
+
+def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path, gpu_tools):
+    (tmp_path / "bin" / "dcgmi").unlink()
+    rec = HealthPhase().run(make_ctx(tmp_path))
+    (gap,) = rec.gaps
+    assert "DCGM (`dcgmi`) is not installed on here" in gap.text
+    assert "datacenter-gpu-manager-4-cuda13" in gap.plan  # CUDA major from the (stand-in) driver
+    os_id = Path("/etc/os-release").read_text().lower()
+    if "debian" in os_id or "ubuntu" in os_id:
+        assert "apt-get install" in gap.plan and "cuda-keyring" in gap.plan
+    assert rec.status == "failed"
+
+
+def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi on this machine
+    ctx = make_ctx(tmp_path)
+    for phase in (HealthPhase(), MatmulPhase(), LemonPhase()):
+        rec = phase.run(ctx)
+        assert rec.gaps and rec.status in ("skipped", "failed")
+        assert any("nvidia-smi" in g.text for g in rec.gaps)
+
+
+# -- busy GPUs -------------------------------------------------------------------------------
+
+
+def test_foreign_compute_processes_stop_the_performance_passes(tmp_path, gpu_tools):
+    (gpu_tools / "apps.csv").write_text((FIXTURES / "nvidia-smi/handwritten-compute-apps-busy.csv").read_text())
+    ctx = make_ctx(tmp_path, MatmulPlan(start_timeout_s=20))
+    mm = MatmulPhase().run(ctx)
+    assert any("pid 51003 (./train_llm) on gpu1" in g.text for g in mm.gaps)
+    assert mm.nodes[0].error and not mm.nodes[0].search  # nothing was launched
+    lemon = LemonPhase().run(ctx)
+    assert any("pid 51003 (./train_llm) on gpu1" in g.text and "lemon" in g.text for g in lemon.gaps)
+    assert not list((ctx.store.raw_dir).glob("lemon/*"))
+
+
+# -- lemon GEMM: dead GPUs ----------------------------------------------------------------------
+
+
+def test_lemon_error_hang_and_crash_are_dead_gpus_and_the_rest_still_runs(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_LEMON", "1:error,2:hang,3:crash")
+    plan = MatmulPlan(device="cpu", cpu_gpus=5, lemon_gpu_timeout_s=3, start_timeout_s=30)
+    rec = LemonPhase().run(make_ctx(tmp_path, plan, fake_worker))
+    (node,) = rec.nodes
+    assert node.dead == [1, 2, 3]
+    by = {g.gpu: g for g in node.gpus}
+    assert "illegal memory access" in by[1].error
+    assert by[2].error.startswith("hung: no result within 3 s")
+    assert by[3].error.startswith("the worker exited")
+    assert by[0].tflops == [100.0] and by[4].tflops == [100.0]  # measured before and after the dead ones
+    assert len(rec.gaps) == 3 and all("gave no lemon GEMM result" in g.text for g in rec.gaps)
+
+
+def test_lemon_three_passes_for_a_slow_gpu(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_TFLOPS", "2:90,3:90/100/100")
+    plan = MatmulPlan(device="cpu", cpu_gpus=4, start_timeout_s=30)
+    (node,) = LemonPhase().run(make_ctx(tmp_path, plan, fake_worker)).nodes
+    assert node.num_passes == 3 and node.flagged == [2, 3] and node.underperforming == [2]
+    assert [g.tflops for g in node.gpus] == [[100.0] * 3, [100.0] * 3, [90.0] * 3, [90.0, 100.0, 100.0]]
+
+
+# -- matmul: passes, idle siblings ---------------------------------------------------------------
+
+
+def test_matmul_three_pass_rule_over_real_processes(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_TFLOPS", "2:90,3:90/100/100")
+    plan = MatmulPlan(device="cpu", cpu_gpus=4, start_timeout_s=30)
+    ctx = make_ctx(tmp_path, plan, fake_worker)
+    rec = MatmulPhase().run(ctx)
+    (node,) = rec.nodes
+    assert node.search.msmf.shape == (64, 64, 64) == node.msmf_shape
+    assert node.num_passes == 3 and node.flagged == [2, 3] and node.underperforming == [2]
+    assert [g.tflops for g in node.gpus] == [[100.0] * 3, [100.0] * 3, [90.0] * 3, [90.0, 100.0, 100.0]]
+    assert node.medians == [95.0, 100.0, 100.0] and not rec.gaps
+    assert rec.saturated_sm_mhz == (1480, 1520)
+    logs = {p.name for p in (ctx.store.raw_dir / "matmul" / "here").iterdir()}
+    assert "gpu0-search.log" in logs and any(n.startswith("load-gpu") for n in logs)
+    assert (ctx.store.raw_dir / "tools" / "matmul.py").exists()
+    for log in (ctx.store.raw_dir / "matmul" / "here").glob("load-*.log"):  # every load was stopped
+        assert '"stopped"' in log.read_text()
+
+
+def test_idle_sibling_once_is_measured_again(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_IDLE", "1:1")
+    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker))
+    (node,) = rec.nodes
+    assert any("saw idle siblings (gpu0 stopped computing), so it was measured again" in w for w in node.warnings)
+    assert node.gpus[1].idle_sibling_retries == 1 and node.gpus[1].tflops == [100.0] and not rec.gaps
+
+
+def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_IDLE", "1:2")
+    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker))
+    assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
+
+
+# -- the real worker on the CPU ------------------------------------------------------------------
+
+
+def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
+    plan = MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
+                      lemon_size=64)
+    ctx = make_ctx(tmp_path, plan)
+    rec = MatmulPhase().run(ctx)
+    (node,) = rec.nodes
+    assert not rec.gaps and node.search.shapes_tried == 4 and node.search.mamf and node.search.msmf
+    assert node.num_passes == 1 and node.gpus[0].tflops[0] == node.search.msmf.mean_tflops
+    lemon = LemonPhase().run(ctx)
+    assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps

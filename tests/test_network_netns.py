@@ -1,0 +1,86 @@
+"""Connectivity, a gloo sweep and the pairwise hunt over SSH through torchrun on the 3-node namespace cluster.
+
+Each node is its own network namespace with its own hostname and sshd; torchrun agents on different
+nodes meet at the first node's address, exactly as on a cluster (gloo on CPU instead of NCCL).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from clustereval.config import Config
+from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.network import AllreducePhase, ConnectivityPhase
+from clustereval.phases.pairwise import run_pairwise
+from clustereval.phases.torchrun import launch, probe_nodes
+from clustereval.store import RunState, RunStore
+
+SMALL = Profile(name="quick", allreduce_max_bytes=64 * 1024)
+
+
+def _ctx(tmp_path, cluster, ranks: int = 1) -> RunContext:
+    with socket.socket() as s:  # a port no other test uses (the namespaces share no ports with it anyway)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes), ssh=cluster.ssh_settings(),
+                    local_scratch=str(cluster.scratch_dir), rdzv_port=port, cpu_ranks_per_node=ranks,
+                    eval_python=sys.executable)
+    return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
+                      profile=SMALL, eval_python=sys.executable)
+
+
+def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_path, cluster3):
+    """node0's hostname resolves to 127.0.1.1 there (the rendezvous quirk); node2's link is slow."""
+    cluster3.set_hostname_loopback(0)
+    cluster3.shape(2, rate_mbit=20)
+    ctx = _ctx(tmp_path, cluster3)
+    names = [n.name for n in cluster3.nodes]
+    host = cluster3.nodes[0].address
+    probes = probe_nodes(ctx, ctx.nodes, host, ctx.config.rdzv_port)
+    assert probes[0].hostname_addrs == ["127.0.1.1"] and probes[0].matches_endpoint is False
+    assert probes[1].route_addr == cluster3.nodes[1].address
+    # without the fix nobody hosts the store: the runbook's problem 1, diagnosed as such
+    broken = launch(ctx, label="nofix", module="connectivity", args=["--backend", "gloo"], nodes=ctx.nodes, nproc=1,
+                    port=ctx.config.rdzv_port, timeout_s=90, probes=probes, auto_fix=False, rdzv_timeout_s=6)
+    assert not broken.info.ok
+    assert broken.info.diagnosis == "store-not-listening", broken.info.diagnosis_text
+
+    conn = ConnectivityPhase().run(ctx)
+    assert conn.status == "ok" and conn.allreduce_ok, conn.gaps
+    assert conn.scope == "inter-node" and conn.num_ranks == 3
+    assert [r.host for r in conn.ranks] == names  # each rank ran on its own node
+    assert conn.launch.endpoint == f"{host}:{ctx.config.rdzv_port}"
+    assert conn.launch.is_host_node == names[0]
+    assert conn.launch.local_addrs == {n.name: n.address for n in cluster3.nodes}
+    assert any("127.0.1.1" in r for r in conn.launch.fix_reasons)
+    ctx.records["connectivity"] = conn
+
+    rec = AllreducePhase().run(ctx)
+    assert rec.status == "ok", rec.gaps
+    assert rec.intra == []  # one rank per node: nothing to all-reduce within a node
+    assert rec.inter is not None and rec.inter.ok and rec.inter.num_ranks == 3
+    assert rec.inter.launch.is_host_node == names[0]
+    assert [r.payload_bytes for r in rec.inter.rows] == [32768, 65536]
+    assert all(r.check_ok for r in rec.inter.rows + rec.inter.blocking_rows)
+
+    pw = run_pairwise(ctx, ctx.nodes, payload_bytes=64 * 1024)
+    assert pw.status == "ok", pw.gaps
+    assert pw.num_rounds == 3 and len(pw.pairs) == 3
+    assert pw.stragglers == [names[2]]
+    assert {(p.a, p.b) for p in pw.pairs if p.slow} == {(p.a, p.b) for p in pw.pairs if names[2] in (p.a, p.b)}
+
+
+def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
+    ctx = _ctx(tmp_path, cluster3)
+    port = ctx.config.rdzv_port
+    # node1 has no route to node0 (what a missing security-group rule looks like from node1)
+    blocked = cluster3.exec(1, ["ip", "route", "add", "prohibit", f"{cluster3.nodes[0].address}/32"])
+    assert blocked.returncode == 0, blocked.stderr
+    res = launch(ctx, label="blocked", module="connectivity", args=["--backend", "gloo"], nodes=ctx.nodes, nproc=1,
+                 port=port, timeout_s=90, rdzv_timeout_s=8)
+    assert not res.info.ok
+    assert res.info.diagnosis == "unreachable-port", res.info.diagnosis_text
+    assert cluster3.nodes[1].name in res.info.diagnosis_text

@@ -1,0 +1,138 @@
+"""The Network section from hand-built records: 1 node (no inter-node anything) and 4 nodes."""
+
+from __future__ import annotations
+
+from clustereval.records.environment import EnvironmentRecord, GpuInfo, NicInfo, NodeEnvironment, NvlinkInfo
+from clustereval.records.network import (
+    AllreduceRecord,
+    ConnectivityRecord,
+    LaunchInfo,
+    NcclDebugInfo,
+    NcclEnvInfo,
+    NodeSuspect,
+    PairResult,
+    PairwiseRecord,
+    Sweep,
+    SweepRow,
+)
+from clustereval.report.markdown import Document
+from clustereval.report.network import render_network
+from clustereval.report.render import RunView, render_findings
+
+GIB = 2**30
+PAYLOADS = [2**15 * 2**i for i in range(20)]  # 32 KiB .. 16 GiB
+
+
+def sweep(scope, nodes, ranks, peak, **kw) -> Sweep:
+    rows = [SweepRow(p, p / (peak * 1e9 * min(1, (i + 1) / 14)), 0, peak * min(1.0, (i + 1) / 14), 20, "events")
+            for i, p in enumerate(PAYLOADS)]
+    for r in rows:
+        r.algbw_gb_s = r.payload_bytes / r.time_s / 1e9
+    nccl = NcclDebugInfo(scope=scope, version="2.28.9+cuda13.0", transports=["P2P/CUMEM"] + (["NET/IB"] if scope ==
+                         "inter-node" else []), network="IB", nvls_available=False, nvls_used=False, nvls_env="0")
+    return Sweep(scope=scope, nodes=nodes, num_ranks=ranks, backend="nccl", device_name="NVIDIA H200", rows=rows,
+                 blocking_rows=[SweepRow(r.payload_bytes, r.time_s * 1.2, r.algbw_gb_s / 1.2, r.busbw_gb_s / 1.2)
+                                for r in rows],
+                 plot=f"network/busbw-{scope}-{ranks}.png", ok=True, nccl=nccl,
+                 launch=LaunchInfo(label=scope, nodes=nodes, nproc_per_node=8, world_size=ranks, ok=True,
+                                   rc_by_node={n: 0 for n in nodes}, endpoint="10.0.0.1:29500"), **kw)
+
+
+def env_record(names) -> EnvironmentRecord:
+    return EnvironmentRecord(nodes=[NodeEnvironment(node=n, index=i, hostname=f"gpu-{i:03d}",
+                                                    gpus=[GpuInfo(index=g, name="NVIDIA H200") for g in range(8)],
+                                                    nvlink=NvlinkInfo(18, 26.562, 4, 450.0, "NV18"),
+                                                    nics=[NicInfo(f"mlx5_{k}", "infiniband", 400.0, "ACTIVE")
+                                                          for k in range(8)]) for i, n in enumerate(names)])
+
+
+def view_for(names, *, intra_peaks, inter_peak=None, pairwise=None, conn_ok=True) -> RunView:
+    env = NcclEnvInfo(final_env={"NCCL_NVLS_ENABLE": "0"}, env_source={"NCCL_NVLS_ENABLE": "platform"},
+                      nvls_enable="0", nvls_source="platform")
+    n = len(names)
+    conn = ConnectivityRecord(scope="inter-node" if n > 1 else "intra-node", backend="nccl", num_nodes=n,
+                              num_ranks=8 * n, allreduce_ok=conn_ok, nccl_env=env,
+                              launch=LaunchInfo(nodes=names, nproc_per_node=8, world_size=8 * n, ok=conn_ok,
+                                                rc_by_node={x: 0 for x in names}, endpoint="10.0.0.1:29500"))
+    ar = AllreduceRecord(min_bytes=2**15, max_bytes=16 * GIB, nccl_env=env,
+                         intra=[sweep("intra-node", [x], 8, p) for x, p in zip(names, intra_peaks, strict=True)],
+                         inter=sweep("inter-node", names, 8 * n, inter_peak) if inter_peak else None)
+    records = {"environment": env_record(names), "connectivity": conn, "allreduce": ar}
+    if pairwise:
+        records["pairwise"] = pairwise
+    return RunView(name="h200", stamp="2026-11-30-1938Z", raw_rel="raw-h200-2026-11-30-1938Z", access="ssh",
+                   records=records)
+
+
+def render(view) -> tuple[str, list]:
+    doc = Document()
+    doc.toc_here()
+    result = render_network(view, doc)
+    render_findings(doc, result.findings)
+    return doc.render(), result.findings
+
+
+def test_one_node_section_has_no_inter_node_anything():
+    md, findings = render(view_for(["n0"], intra_peaks=[345.0]))
+    assert "## Network" in md and "### Introduction" in md
+    assert "Inter-node" not in md and "inter-node all-reduce" not in md.lower()
+    assert "1. [Intra-node connectivity](#introduction) — `connectivity.py`, 8 ranks on 1 node" in md
+    assert "[Intra-node all-reduce benchmark](#intra-node-all-reduce-benchmark) — `allreduce.py`, 8 ranks" in md
+    assert "it ran on one node, so it is an intra-node check only" in md
+    assert "from 32 KiB to 16 GiB" in md
+    assert "**algbw** (algorithm bandwidth" in md and "**busbw** (bus bandwidth" in md
+    assert "NVLS (NVLink SHARP)" in md and "`NCCL_NVLS_ENABLE=0` (0 = force off" in md
+    assert "the container image or the cluster" in md
+    assert "Transport: NVLink 4, NV18; spec 450.00 GBps unidirectional per GPU" in md
+    assert "| payload | algbw (GBps) | busbw (GBps) | busbw blocking (GBps) |" in md
+    assert "| 16 GiB |" in md
+    assert "Peak busbw **345.00 GBps** at 256 MiB = 76.7% of the NVLink 4 spec of 450.00 GBps" in md
+    assert "![Intra-node all-reduce](raw-h200-2026-11-30-1938Z/network/busbw-intra-node-8.png)" in md
+    assert "### Gaps" not in md
+    (fabric,) = findings
+    assert fabric.category == "healthy" and fabric.subsystem == "fabric" and "76.7%" in fabric.text
+
+
+def test_four_nodes_inter_node_pairwise_and_stragglers():
+    names = ["n0", "n1", "n2", "n3"]
+    pairs = [PairResult("n0", "n1", 1, 90.0), PairResult("n2", "n3", 1, 70.0, slow=True),
+             PairResult("n0", "n2", 2, 71.0, slow=True), PairResult("n1", "n3", 2, 89.0),
+             PairResult("n0", "n3", 3, 90.5), PairResult("n1", "n2", 3, 70.5, slow=True)]
+    pw = PairwiseRecord(payload_bytes=GIB, backend="nccl", ranks_per_node=8, num_rounds=3, pairs=pairs,
+                        mean_busbw_gb_s=80.17, suspects=[NodeSuspect("n2", 3, 3, 1.0, 70.5),
+                                                         NodeSuspect("n3", 1, 3, 0.333, 83.2)],
+                        stragglers=["n2"], heatmap="network/pairwise-heatmap.png")
+    md, findings = render(view_for(names, intra_peaks=[345.0, 344.0, 300.0, 346.0], inter_peak=95.0, pairwise=pw))
+    assert "1. [Inter-node connectivity](#introduction) — `connectivity.py`, 32 ranks on 4 nodes" in md
+    assert "[Inter-node all-reduce benchmark](#inter-node-all-reduce-benchmark) — `allreduce.py`, 32 ranks" in md
+    assert "[Pairwise all-reduce benchmark](#pairwise-all-reduce-benchmark)" in md
+    assert "| payload | busbw gpu-000(node0) (GBps) |" in md
+    assert "inter ÷ 1-node (×)" in md
+    assert "NIC inventory per node" in md and "400 Gb/s (50.00 GBps) each" in md
+    assert "% of" not in md.split("### Inter-node all-reduce benchmark")[1].split("###")[0]
+    assert "Stragglers (most of their pairs slow): `gpu-002(node2)`" in md
+    by_cat = {}
+    for f in findings:
+        by_cat.setdefault(f.category, []).append(f)
+    assert any("gpu-002(node2)" in f.text and "intra-node" in f.text for f in by_cat["underperforming"])
+    assert any("gpu-002(node2)" in f.text and "pairwise" in f.text for f in by_cat["underperforming"])
+    (inter,) = by_cat["needs_input"]
+    assert "no NIC rate is its target" in inter.text and "NET/IB" in inter.text
+    assert all("% of NIC" not in f.text and "rail" not in f.text for f in findings)
+
+
+def test_failed_launcher_is_a_torchrun_problem_not_the_network():
+    view = view_for(["n0", "n1"], intra_peaks=[345.0, 345.0], conn_ok=False)
+    conn = view.records["connectivity"]
+    conn.launch.ok = False
+    conn.launch.rc_by_node = {"n0": 1, "n1": 1}
+    conn.launch.diagnosis = "store-not-listening"
+    conn.launch.diagnosis_text = "nobody hosted the rendezvous store"
+    from clustereval.records import Gap
+
+    conn.gaps = [Gap(phase="connectivity", text="The connectivity test did not run: torchrun failed.", plan="x")]
+    md, findings = render(view)
+    assert "### Gaps" in md and "**failed** (see Gaps below)" in md
+    (torchrun,) = [f for f in findings if f.subsystem == "torchrun"]
+    assert torchrun.category == "underperforming" and "nobody hosted" in torchrun.text
+    assert not any(f.subsystem == "fabric" and "unhealthy" in f.text for f in findings)
