@@ -204,11 +204,8 @@ def _gpu_detail(bus: str, block: list[str]) -> GpuDetail:
                 setattr(g, f"pcie_gen_{leaf.lower()}", _int(value))
             elif "Link Width" in path and leaf in ("Current", "Max"):
                 setattr(g, f"pcie_width_{leaf.lower()}", _int(value))
-        elif top == "Temperature":
-            if leaf == "GPU Current Temp":
-                g.temperature_c = _num(value)
-            elif leaf == "GPU Slowdown Temp":
-                g.slowdown_temp_c = _num(value)
+        elif top == "Temperature" and leaf == "GPU Current Temp":
+            g.temperature_c = _num(value)
     return g
 
 
