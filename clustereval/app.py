@@ -25,6 +25,9 @@ from clustereval.phases.base import PROFILES, RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.records.scratch import ScratchMove
 from clustereval.report.cleanup import cleanup_lines
+from clustereval.report.closeout import closeout_text
+from clustereval.report.lint import lint_text
+from clustereval.report.render import Rendered
 from clustereval.runner import execute, phase_names, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
@@ -113,13 +116,37 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
+    lint_ok = finish_report(store, rendered, console=console, out=out)
     if outcome.interrupted:
         out.print(f"interrupted: resume with `clustereval run --resume {store.raw_dir}`", markup=False)
         return EXIT_INTERRUPTED
     if outcome.gate_failed:
         pre = ctx.records.get("preflight")
         return EXIT_USAGE if pre is not None and pre.missing else EXIT_FAILED
+    if not lint_ok:
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out: Console) -> bool:
+    """Print and save the close-out, then lint the report just written; False when lint found problems.
+
+    A lint problem is a defect in clustereval's own rendering: the report stays on disk, every
+    problem is printed with its line, and the command exits non-zero."""
+    title = next((ln[2:] for ln in rendered.markdown.splitlines() if ln.startswith("# ")), "")
+    closeout = closeout_text(rendered, title)
+    store.write_raw("closeout.md", closeout)
+    out.print("", markup=False)
+    out.print(closeout.rstrip("\n"), markup=False)
+    out.print(f"(saved as {store.raw_dir / 'closeout.md'})", markup=False)
+    problems = lint_text(rendered.markdown, path=str(store.report_path))
+    for p in problems:
+        console.print(str(p), markup=False)
+    if problems:
+        console.print(f"error[lint-failed]: {len(problems)} problem{'s' if len(problems) != 1 else ''} in "
+                      f"{store.report_path}; the report breaks the runbook's final-pass rules "
+                      "(a clustereval defect: please report it)", markup=False)
+    return not problems
 
 
 def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
@@ -282,4 +309,4 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
-    return EXIT_OK
+    return EXIT_OK if finish_report(store, rendered, console=console, out=out) else EXIT_FAILED

@@ -24,6 +24,7 @@ PHASES: dict[str, str] = {
     "preflight": "clustereval.phases.preflight:PreflightPhase",
     "packages": "clustereval.phases.packages:PackagesPhase",
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
+    "environment": "clustereval.phases.environment:EnvironmentPhase",
     "connectivity": "clustereval.phases.network:ConnectivityPhase",
     "health": "clustereval.phases.compute:HealthPhase",
     "matmul": "clustereval.phases.compute:MatmulPhase",

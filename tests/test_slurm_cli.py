@@ -45,7 +45,7 @@ def test_preflight_and_quick_run_release_the_allocation(slurm_cluster):
     reports = sorted((slurm_cluster.netns.workdir / "reports").glob("*.md"))
     assert len(reports) == 1
     text = reports[0].read_text()
-    assert "- Access: slurm" in text
+    assert "- Access: Slurm (`srun` into the allocation)" in text
     record = json.loads(next(reports[0].parent.glob("raw-*/preflight.record.json")).read_text())
     kinds = {(p["kind"], p["node"]): p["ok"] for p in record["probes"]}
     assert kinds[("slurm", "all nodes")]

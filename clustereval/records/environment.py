@@ -36,6 +36,15 @@ class GpuInfo:
     sm_count: int = 0  # from torch / the spec database when nvidia-smi does not say
     arch: str = ""  # "Hopper", compute capability "9.0"
     retired_or_remapped: str = ""  # nvidia-smi -q remapped-rows summary
+    driver_version: str = ""
+    power_default_limit_w: float = 0.0
+    pcie_gen_host_max: int = 0  # what the host side of the link allows (nvidia-smi -q "Host Max"); 0: not reported
+    ecc_mode: str = ""  # Enabled / Disabled
+    ecc_uncorrected_aggregate: int = 0
+    persistence_mode: str = ""
+    compute_mode: str = ""
+    mig_mode: str = ""
+    compute_capability: str = ""  # "9.0", from torch
 
 
 @dataclass
@@ -46,6 +55,7 @@ class NvlinkInfo:
     spec_uni_gb_s: float = 0.0  # per GPU unidirectional (NVLink 4: 450)
     topo_bond: str = ""  # "NV18" from nvidia-smi topo -m
     links_down: list[str] = field(default_factory=list)  # "gpu0:link3"
+    active_links_per_gpu: dict[str, int] = field(default_factory=dict)  # "gpu0" -> active link count
 
 
 @dataclass
@@ -55,6 +65,9 @@ class NicInfo:
     rate_gb_s: float = 0.0  # Gb/s (bits) as sysfs / ibstat print it
     state: str = ""  # ACTIVE / DOWN
     port: int = 1
+    ca_type: str = ""  # ibstat "CA type" (MT4129 = ConnectX-7)
+    product: str = ""  # from the spec database: "ConnectX-7 NDR", "EFA (second generation)"
+    netdev: str = ""  # rdma link netdev
 
 
 @dataclass
@@ -68,6 +81,7 @@ class FilesystemInfo:
     shared: bool = False  # network / parallel FS
     aliases: list[str] = field(default_factory=list)  # other mount points of the same volume
     product: str = ""  # vendor product when df -T shows a protocol (virtiofs -> the product)
+    raid: str = ""  # "md127 RAID0 (8× 3.5 TiB NVMe)" when the device is Linux md
 
 
 @dataclass
@@ -79,6 +93,8 @@ class SoftwareInfo:
     interpreter: str = ""  # path of the eval Python (raw folder only; the report never shows it)
     driver: str = ""
     cuda_driver: str = ""  # "13.0" from nvidia-smi
+    cuda_available: bool = False  # torch.cuda.is_available() in the eval Python
+    error: str = ""  # why the software worker could not report (one line)
 
 
 @dataclass
@@ -91,7 +107,9 @@ class NodeEnvironment:
     kernel: str = ""  # uname -r
     uname: str = ""
     cpu_model: str = ""
-    cpu_cores: int = 0
+    cpu_cores: int = 0  # physical cores (sockets × cores per socket)
+    cpu_threads: int = 0  # logical CPUs (nproc)
+    cpu_sockets: int = 0
     numa_nodes: int = 0
     mem_total_bytes: int = 0
     gpus: list[GpuInfo] = field(default_factory=list)
@@ -102,10 +120,17 @@ class NodeEnvironment:
     software: SoftwareInfo = field(default_factory=SoftwareInfo)
     compute_processes: list[str] = field(default_factory=list)  # "pid name used_mib"
     has_gpu: bool = False
+    gpu_visibility: str = ""  # why no GPU was seen: "nvidia-smi not found", "no devices", ... ('' with GPUs)
     errors: list[str] = field(default_factory=list)  # collectors that failed, one line each
+    raw_files: dict[str, str] = field(default_factory=dict)  # tool -> path in the raw folder
 
 
 @dataclass
 class EnvironmentRecord(PhaseRecord):
     nodes: list[NodeEnvironment] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)  # one line per item that differs across nodes
+    tool_links: dict[str, str] = field(default_factory=dict)  # our worker file -> its copy, report-relative
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(n.has_gpu for n in self.nodes)

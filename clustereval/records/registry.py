@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
+from clustereval.records.environment import EnvironmentRecord
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
@@ -14,6 +15,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "preflight": PreflightRecord,
     "packages": PackagesRecord,
     "evalpython": EvalPythonRecord,
+    "environment": EnvironmentRecord,
     "connectivity": ConnectivityRecord,
     "health": HealthRecord,
     "matmul": MatmulRecord,

@@ -79,6 +79,14 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
         gaps += result.gaps
         questions += result.questions
     render_findings(doc, findings)
+    # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
+    # to the close-out
+    shown = {(g.phase, g.text) for g in gaps}
+    for rec in view.records.values():
+        for g in getattr(rec, "gaps", None) or []:
+            if isinstance(g, Gap) and (g.phase, g.text) not in shown:
+                gaps.append(g)
+                shown.add((g.phase, g.text))
     return Rendered(doc.render(), findings, gaps, questions)
 
 

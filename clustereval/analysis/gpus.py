@@ -1,0 +1,47 @@
+"""Helpers every GPU phase shares: the GPU name form Findings use, and the Gap for "no GPU here".
+
+``gpu_label``: ``blah-176(node0):gpu7`` — the hostname the Environment Host table shows, the node's
+0-based position in the hostfile, the index nvidia-smi prints.
+
+``no_gpu_gap``: a GPU phase asks it first; on a cluster where no node showed a GPU it returns the
+Gap (text + plan) the phase puts in its record instead of running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustereval.records import Gap
+
+
+def gpu_label(hostname: str, node_index: int, gpu_index: int) -> str:
+    return f"{hostname}(node{node_index}):gpu{gpu_index}"
+
+
+def node_gpu_label(node: Any, gpu_index: int) -> str:
+    """``gpu_label`` for a ``NodeEnvironment`` (its hostname, falling back to the configured name)."""
+    return gpu_label(node.hostname or node.node, node.index, gpu_index)
+
+
+def gpu_nodes(env: Any) -> list[Any]:
+    """The ``NodeEnvironment`` entries that showed at least one GPU (empty without an environment record)."""
+    return [n for n in getattr(env, "nodes", []) or [] if getattr(n, "has_gpu", False)]
+
+
+def no_gpu_gap(phase: str, env: Any, what: str) -> Gap | None:
+    """The Gap for a GPU phase on a cluster without visible GPUs; None when some node has one.
+
+    ``what`` names the pass in the report's words, e.g. "the GPU performance benchmarks".
+    With no environment record (the phase did not run) nothing is known, so no Gap either.
+    """
+    if env is None or gpu_nodes(env):
+        return None
+    nodes = getattr(env, "nodes", []) or []
+    reasons = sorted({getattr(n, "gpu_visibility", "") or "nvidia-smi listed no GPU" for n in nodes})
+    names = ", ".join(f"`{n.hostname or n.node}`" for n in nodes) or "the nodes"
+    text = (f"{what[:1].upper() + what[1:]} did not run: no NVIDIA GPU was visible on {names} "
+            f"({'; '.join(reasons)}).")
+    plan = ("run clustereval on the GPU nodes, or make the GPUs visible where it ran (the NVIDIA driver loaded, "
+            "`nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept as-is for a "
+            "CPU-only evaluation")
+    return Gap(phase=phase, text=text, plan=plan)

@@ -1,0 +1,132 @@
+"""The environment phase: what every node is (inventory, not a benchmark).
+
+Runs every collector of ``probes.node.TOOLS`` plus the software worker on every node in
+parallel, each with a timeout, keeps each raw output under ``env/<node>/<tool>.txt``, parses them
+into an ``EnvironmentRecord`` and notes what differs across nodes. A node without a GPU (or
+without the NVIDIA driver tools) is a fact of the record, not a failure: the phase succeeds and
+the GPU phases turn into Gaps (``analysis.gpus.no_gpu_gap``).
+"""
+
+from __future__ import annotations
+
+from clustereval.analysis.environment import drift, enrich
+from clustereval.errors import TransportError
+from clustereval.phases.base import RunContext
+from clustereval.phases.remote import worker_argv, worker_env
+from clustereval.phases.tools import publish_source
+from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
+from clustereval.records import CommandResult, Gap
+from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
+from clustereval.transport.base import Node, run_parallel, shell_join
+
+TIMEOUT_S = {"nvidia-smi-q": 90.0, SOFTWARE: 180.0}  # torch import on a cold shared FS can be slow
+DEFAULT_TIMEOUT_S = 30.0
+# tools whose absence says something about the node (the others are optional inventory)
+REQUIRED = ("date", "hostname", "uname", "os-release", "meminfo")
+MUST_ANSWER = (*REQUIRED, SOFTWARE, *GPU_TOOLS)
+
+
+class EnvironmentPhase:
+    name = "environment"
+    title = "Environment"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> EnvironmentRecord:
+        rec = EnvironmentRecord()
+        rec.tool_links["software.py"] = publish_source(ctx, "clustereval.workers.software")
+        results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        for node_env, gaps in results:
+            rec.nodes.append(node_env)
+            rec.gaps += gaps
+        rec.drift = drift(rec.nodes)
+        if rec.nodes and all(n.errors and not n.hostname for n in rec.nodes):
+            rec.status = "failed"
+        elif any(n.errors for n in rec.nodes):
+            rec.status = "partial"
+        return rec
+
+    # -- one node ---------------------------------------------------------------------------
+    def _node(self, ctx: RunContext, node: Node) -> tuple[NodeEnvironment, list[Gap]]:
+        ctx.progress(self.name, node.name, "host, GPUs, fabric, mounts and software", None)
+        outputs: dict[str, str] = {}
+        raw_files: dict[str, str] = {}
+        errors: list[str] = []
+        try:
+            first = self._collect(ctx, node, ["nvidia-smi-query-gpu"], outputs, raw_files, errors)
+            smi = first[0]
+            gpu_tools = list(GPU_TOOLS) if smi.ok and outputs.get("nvidia-smi-query-gpu", "").strip() else []
+            other = [t for t in TOOLS if t != "nvidia-smi-query-gpu" and t not in GPU_TOOLS]
+            self._collect(ctx, node, other + gpu_tools + [SOFTWARE], outputs, raw_files, errors)
+        except TransportError as exc:
+            env = NodeEnvironment(node=node.name, index=node.index, errors=[exc.message])
+            return env, [Gap(phase=self.name, node=node.name,
+                             text=f"The inventory of `{node.name}` could not be collected: {exc.message}.",
+                             plan=exc.hint or f"check that `{node.name}` is reachable, then run "
+                                                "`clustereval run --resume RUN_DIR`")]
+        prefer = [*ctx.config.shared_paths, ctx.config.local_scratch]
+        env = assemble(node.name, node.index, outputs, prefer=prefer, gpu_visibility=_visibility(smi))
+        env.raw_files = raw_files
+        env.errors = errors
+        enrich(env)
+        gaps = []
+        if smi.rc not in (0, 127) and not env.gpus:
+            gaps.append(Gap(phase=self.name, node=node.name,
+                            text=f"The NVIDIA driver on `{env.hostname or node.name}` did not answer "
+                                 f"({_last_line(smi)}), so its GPUs are not in the inventory.",
+                            plan="check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall "
+                                 "usually fixes it), then `clustereval run --resume RUN_DIR`; or drop the node"))
+        missing = [t for t in REQUIRED if t in errors_tools(errors)]
+        if missing:
+            gaps.append(Gap(phase=self.name, node=node.name,
+                            text=f"`{env.hostname or node.name}` did not answer {', '.join(missing)}.",
+                            plan="see env/<node>/ in the raw folder for the command output"))
+        return env, gaps
+
+    def _collect(self, ctx: RunContext, node: Node, tools: list[str], outputs: dict[str, str],
+                 raw_files: dict[str, str], errors: list[str]) -> list[CommandResult]:
+        def one(tool: str) -> CommandResult:
+            if tool == SOFTWARE:
+                argv = worker_argv(ctx, "software")
+                res = ctx.transport.run(node, argv, timeout_s=TIMEOUT_S[SOFTWARE], env=worker_env(ctx, node))
+            else:
+                argv = TOOLS[tool]()
+                res = ctx.transport.run(node, argv, timeout_s=TIMEOUT_S.get(tool, DEFAULT_TIMEOUT_S))
+            rel = f"env/{node.name}/{tool}.txt"
+            text = f"$ {shell_join(argv)}\n{res.stdout}"
+            if res.stderr.strip():
+                text += ("" if text.endswith("\n") else "\n") + f"# stderr (exit {res.rc})\n{res.stderr}"
+            ctx.store.write_raw(rel, text)
+            raw_files[tool] = rel
+            return res
+
+        results = run_parallel(tools, one, max_workers=4)
+        for tool, res in zip(tools, results, strict=True):
+            if res.ok:
+                outputs[tool] = res.stdout
+            elif tool in MUST_ANSWER and res.rc != 127:
+                # a missing or failing optional tool (no RDMA stack, no lsblk in a container) is simply
+                # not in the inventory; its raw output still says why
+                errors.append(f"{tool}: {_last_line(res)}")
+            if tool == SOFTWARE and not res.ok:
+                outputs[tool] = res.stdout or res.stderr  # the parser keeps the last line as the error
+        return results
+
+
+def errors_tools(errors: list[str]) -> set[str]:
+    return {e.split(":", 1)[0] for e in errors}
+
+
+def _last_line(res: CommandResult) -> str:
+    lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit {res.rc}"
+
+
+def _visibility(smi: CommandResult) -> str:
+    """Why no GPU is in the inventory, in words the report header can carry."""
+    if smi.rc == 127:
+        return "no NVIDIA driver tools installed"
+    if not smi.ok:
+        return "the NVIDIA driver did not answer"
+    return "the NVIDIA driver lists no GPU"

@@ -1,0 +1,203 @@
+"""Mount tables: ``findmnt``, ``df``, ``lsblk`` and ``/proc/mounts``. Pure.
+
+Each parser accepts the format our ``build_argv`` asks for and the plain formats a person
+captures (``findmnt -rn -o TARGET,SOURCE,FSTYPE,SIZE``, ``df -hT``, ``lsblk -f -b``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from clustereval.probes._text import body, size_bytes
+
+
+def _unescape(text: str) -> str:
+    """findmnt -r and /proc/mounts escape blanks as ``\\x20`` / ``\\040``."""
+    text = re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+@dataclass
+class Mount:
+    target: str
+    source: str
+    fstype: str
+    size_bytes: int = 0
+    majmin: str = ""
+    fsroot: str = ""  # the subtree mounted (bind mounts: not "/")
+    options: str = ""
+
+
+# -- findmnt -----------------------------------------------------------------------------
+
+FINDMNT_COLUMNS = ("TARGET", "SOURCE", "FSTYPE", "SIZE", "MAJ:MIN", "FSROOT", "OPTIONS")
+
+
+def findmnt_argv() -> list[str]:
+    return ["findmnt", "-r", "-b", "-o", ",".join(FINDMNT_COLUMNS)]
+
+
+def parse_findmnt(text: str, columns: tuple[str, ...] = ("TARGET", "SOURCE", "FSTYPE", "SIZE")) -> list[Mount]:
+    """``findmnt -r`` output; a header line (``TARGET SOURCE ...``) overrides ``columns``."""
+    out: list[Mount] = []
+    cols = list(columns)
+    for n, line in enumerate(body(text).splitlines()):
+        words = line.split(" ")
+        if not line.strip():
+            continue
+        if n == 0 and words and words[0] == "TARGET":
+            cols = words
+            continue
+        if len(words) < len(cols):
+            words += [""] * (len(cols) - len(words))
+        row = dict(zip(cols, (_unescape(w) for w in words), strict=False))
+        source = row.get("SOURCE", "")
+        fsroot = row.get("FSROOT", "")
+        m = re.match(r"^(.*)\[(/.*)\]$", source)
+        if m:  # "/dev/vda[/tmp]": a bind mount of a subtree
+            source, fsroot = m.group(1), fsroot or m.group(2)
+        out.append(Mount(target=row.get("TARGET", ""), source=source, fstype=row.get("FSTYPE", ""),
+                         size_bytes=size_bytes(row.get("SIZE", "")), majmin=row.get("MAJ:MIN", ""),
+                         fsroot=fsroot, options=row.get("OPTIONS", "")))
+    return out
+
+
+# -- /proc/mounts ------------------------------------------------------------------------
+
+
+def proc_mounts_argv() -> list[str]:
+    return ["cat", "/proc/mounts"]
+
+
+def parse_proc_mounts(text: str) -> list[Mount]:
+    out = []
+    for line in body(text).splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and (parts[1].startswith("/")):
+            out.append(Mount(target=_unescape(parts[1]), source=_unescape(parts[0]), fstype=parts[2],
+                             options=parts[3]))
+    return out
+
+
+# -- df ----------------------------------------------------------------------------------
+
+
+@dataclass
+class DfRow:
+    source: str
+    fstype: str
+    size_bytes: int
+    target: str
+
+
+def df_argv() -> list[str]:
+    # -P: one line per filesystem; -B1: sizes in bytes. Only the size is used, never used/free.
+    return ["df", "-P", "-T", "-B1"]
+
+
+def parse_df(text: str) -> list[DfRow]:
+    """``df -P -T -B1`` or ``df -hT``: source, type, size, mount point (other columns ignored)."""
+    out = []
+    pending = ""
+    for line in body(text).splitlines():
+        if line.startswith("Filesystem"):
+            continue
+        if pending:
+            line = pending + " " + line.strip()
+            pending = ""
+        parts = line.split()
+        if len(parts) == 1:  # df without -P wraps a long source onto its own line
+            pending = parts[0]
+            continue
+        if len(parts) < 7 or not parts[6].startswith("/"):
+            continue
+        out.append(DfRow(source=parts[0], fstype=parts[1], size_bytes=size_bytes(parts[2]),
+                         target=" ".join(parts[6:])))
+    return out
+
+
+# -- lsblk -------------------------------------------------------------------------------
+
+
+@dataclass
+class BlockDev:
+    name: str
+    kname: str = ""
+    pkname: str = ""  # parent kernel name (a RAID member's disk)
+    type: str = ""  # disk, part, raid0, raid1, lvm, crypt, loop, rom
+    fstype: str = ""
+    size_bytes: int = 0
+    mountpoint: str = ""
+    model: str = ""
+    tran: str = ""  # nvme, sata, sas, virtio
+
+
+LSBLK_COLUMNS = ("NAME", "KNAME", "PKNAME", "TYPE", "FSTYPE", "SIZE", "MOUNTPOINT", "MODEL", "TRAN")
+
+
+def lsblk_argv() -> list[str]:
+    return ["lsblk", "-P", "-b", "-o", ",".join(LSBLK_COLUMNS)]
+
+
+def parse_lsblk(text: str) -> list[BlockDev]:
+    """``lsblk -P`` (KEY="value" pairs) or the column layout of ``lsblk -f``."""
+    text = body(text)
+    if re.search(r'^NAME="', text, re.MULTILINE):
+        return _parse_pairs(text)
+    return _parse_columns(text)
+
+
+def _parse_pairs(text: str) -> list[BlockDev]:
+    out = []
+    for line in text.splitlines():
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        row = dict(w.split("=", 1) for w in words if "=" in w)
+        if "NAME" not in row:
+            continue
+        out.append(BlockDev(name=row["NAME"], kname=row.get("KNAME", row["NAME"]), pkname=row.get("PKNAME", ""),
+                            type=row.get("TYPE", ""), fstype=row.get("FSTYPE", ""),
+                            size_bytes=size_bytes(row.get("SIZE", "")),
+                            mountpoint=row.get("MOUNTPOINT", row.get("MOUNTPOINTS", "")),
+                            model=row.get("MODEL", "").strip(), tran=row.get("TRAN", "")))
+    return out
+
+
+_RIGHT_ALIGNED = {"FSAVAIL", "FSUSE%", "SIZE", "FSSIZE", "FSUSED", "RO", "RM", "MAJ:MIN"}
+
+
+def _parse_columns(text: str) -> list[BlockDev]:
+    """The aligned layout. Left-aligned columns start exactly under their header; right-aligned
+    numbers may spill left, so a left column's cell is only the word that starts at its column."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or not lines[0].lstrip().startswith("NAME"):
+        return []
+    starts = [(m.start(), m.group()) for m in re.finditer(r"\S+", lines[0])]
+    out = []
+    parents: list[str] = []
+    for line in lines[1:]:
+        cells: dict[str, str] = {}
+        for i, (start, col) in enumerate(starts):
+            if col in _RIGHT_ALIGNED or start >= len(line) or line[start] == " ":
+                continue
+            if start and line[start - 1] != " ":
+                continue
+            if i == len(starts) - 1:
+                cells[col] = line[start:].strip()
+            else:
+                cells[col] = line[start:].split()[0]
+        raw_name = line[: starts[1][0] if len(starts) > 1 else len(line)].rstrip()
+        prefix = re.match(r"^[\s│├└─|`-]*", raw_name).group()
+        depth = len(prefix) // 2
+        name = raw_name[len(prefix):].split()[0] if raw_name[len(prefix):].split() else ""
+        if not name:
+            continue
+        parents = parents[:depth] + [name]
+        out.append(BlockDev(name=name, kname=name, pkname=parents[-2] if len(parents) > 1 else "",
+                            type=cells.get("TYPE", ""), fstype=cells.get("FSTYPE", ""),
+                            mountpoint=cells.get("MOUNTPOINTS", cells.get("MOUNTPOINT", ""))))
+    return out
