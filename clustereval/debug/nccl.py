@@ -35,11 +35,8 @@ PairwiseHunt = Callable[[RunContext, list[Node]], Any]
 
 
 def _default_hunt(ctx: RunContext, nodes: list[Node]) -> Any:
-    try:
-        from clustereval.phases.pairwise import run_pairwise
-    except ImportError as exc:  # the pairwise phase is not part of this build
-        raise UsageError("the pairwise hunt is not available in this build",
-                         "pass a saved pairwise record with --pairs RUN_DIR/pairwise.record.json") from exc
+    from clustereval.phases.pairwise import run_pairwise
+
     return run_pairwise(ctx, nodes)
 
 
