@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
-from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_argv, worker_env
+from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -58,9 +58,10 @@ def plan_for(ctx: RunContext) -> MatmulPlan:
     extra = ctx.records.get("_matmul_plan")
     if isinstance(extra, MatmulPlan):
         return extra
-    if ctx.profile.matmul_seconds_per_shape:
-        return MatmulPlan(sustain_s=ctx.profile.matmul_seconds_per_shape)
-    return MatmulPlan()
+    seconds = ctx.profile.matmul_seconds_per_shape
+    if ctx.profile.name == "smoke":  # a rehearsal: the small reference grid, short sustained timings
+        return MatmulPlan(grid="anchors", coarse_budget=64, settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+    return MatmulPlan(sustain_s=seconds) if seconds else MatmulPlan()
 
 
 @dataclass
@@ -98,8 +99,8 @@ def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
     out.gpus = parse_gpu_rows(res.stdout) if res.ok else []
     if not out.gpus:
         why = (res.stderr or res.stdout).strip().splitlines()
-        out.error = "`nvidia-smi` is not installed" if res.rc == 127 else (
-            why[-1][:200] if why else "`nvidia-smi` lists no GPU")
+        out.error = "nvidia-smi is not installed" if res.rc == 127 else (
+            why[-1][:200] if why else "nvidia-smi lists no GPU")
     return out
 
 
@@ -163,14 +164,15 @@ class LoadSet:
 
     def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, log_dir: str) -> None:
         self.ctx, self.inv, self.plan, self.log_dir = ctx, inv, plan, log_dir
-        self.scratch = f"{node_scratch(ctx)}/matmul"
+        self.scratch = ""
         self.procs: dict[int, WorkerProc] = {}
         self.stop_files: dict[int, str] = {}
         self._pids: set[int] = set()
         self._made_dir = False
 
     def _stop_file(self, gpu: int) -> str:
-        if not self._made_dir:
+        if not self._made_dir:  # in the run's recorded node-local folder, which the run clears
+            self.scratch = f"{ensure_node_scratch(self.ctx, self.inv.node)}/matmul"
             self.ctx.transport.run(self.inv.node, ["mkdir", "-p", self.scratch], timeout_s=60)
             self._made_dir = True
         return f"{self.scratch}/stop-gpu{gpu}-{next(_counter)}"

@@ -158,9 +158,10 @@ def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
 def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     lo, hi = _payload_range(ar)
     backend = ar.intra[0].backend if ar.intra else (ar.inter.backend if ar.inter else "")
-    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls issued back to back between two CUDA "
-              "events (payloads up to 64 MiB replayed from a CUDA graph so the CPU's launch overhead does not "
-              "count), the time per call taken from the slowest rank" if backend == "nccl"
+    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls (and at least 0.1 s of them) issued "
+              "back to back between two CUDA events, the time per call taken from the slowest rank; payloads up "
+              "to 64 MiB are also replayed from a CUDA graph, where the CPU's launch overhead does not count, "
+              "and the table shows the faster of the two timings" if backend == "nccl"
               else "timed over at least 20 calls issued back to back after 5 warm-ups, the slowest rank's time")
     counts = []
     if ar.intra:
@@ -427,3 +428,17 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
         seen.add(why)
         out.findings.append(Finding("underperforming", "torchrun",
                                     f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))
+
+
+def pairwise_lines(pw: PairwiseRecord) -> list[str]:
+    """What `clustereval pairwise` prints: every pair, the mean, the ranked nodes, the stragglers."""
+    lines = [f"{iec(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
+             f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, mean busbw {gbps(pw.mean_busbw_gb_s)} GBps"]
+    for p in sorted(pw.pairs, key=lambda p: (p.busbw_gb_s is None, p.busbw_gb_s or 0.0)):
+        value = f"{gbps(p.busbw_gb_s)} GBps" if p.busbw_gb_s is not None else f"did not complete ({p.error})"
+        lines.append(f"  {p.a} + {p.b}: {value}{'  SLOW' if p.slow else ''}")
+    for s in pw.suspects:
+        if s.slow_pairs:
+            lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")
+    lines.append("stragglers: " + (", ".join(pw.stragglers) if pw.stragglers else "none named"))
+    return lines
