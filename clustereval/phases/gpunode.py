@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
-from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_argv, worker_env
+from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -163,14 +163,15 @@ class LoadSet:
 
     def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, log_dir: str) -> None:
         self.ctx, self.inv, self.plan, self.log_dir = ctx, inv, plan, log_dir
-        self.scratch = f"{node_scratch(ctx)}/matmul"
+        self.scratch = ""
         self.procs: dict[int, WorkerProc] = {}
         self.stop_files: dict[int, str] = {}
         self._pids: set[int] = set()
         self._made_dir = False
 
     def _stop_file(self, gpu: int) -> str:
-        if not self._made_dir:
+        if not self._made_dir:  # in the run's recorded node-local folder, which the run clears
+            self.scratch = f"{ensure_node_scratch(self.ctx, self.inv.node)}/matmul"
             self.ctx.transport.run(self.inv.node, ["mkdir", "-p", self.scratch], timeout_s=60)
             self._made_dir = True
         return f"{self.scratch}/stop-gpu{gpu}-{next(_counter)}"

@@ -238,9 +238,10 @@ class Preflight:
                 self._probe(ProbeResult("ssh", node.name, False, exc.message))
                 self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
                 return
-            probes[node.name] = parse_node_probe(res.stdout)
-            if probes[node.name].facts is not None:
-                self.facts[node.name] = probes[node.name].facts
+            probe = parse_node_probe(res.stdout)
+            probes[node.name] = probe
+            if probe.facts is not None:
+                self.facts[node.name] = probe.facts
 
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
         self._gpus({n: p.gpus for n, p in probes.items() if p.gpus is not None},
