@@ -193,7 +193,11 @@ def test_nodes_without_torch_skip_gloo_with_a_gap(cluster3, tmp_path):
 
 
 def test_run_on_this_machine_writes_the_preflight_record_and_a_report(tmp_path):
-    proc = run_cli("run", "--profile", "quick", "--phases", "preflight", cwd=tmp_path, timeout=180)
+    # this machine alone; scratch under the test's folder so parallel runs in the same minute never meet
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "cluster.toml").write_text(f'name = "solo"\nlocal_scratch = "{tmp_path / "scratch"}"\n'
+                                           "install_packages = false\n")
+    proc = run_cli("run", "--profile", "quick", "--phases", "environment", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr
     (raw,) = (tmp_path / "reports").glob("raw-*")
     report = tmp_path / "reports" / f"{raw.name[4:]}.md"
