@@ -11,6 +11,7 @@ from pathlib import Path
 
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
+from clustereval.phases.tools import publish_source
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -22,9 +23,7 @@ from clustereval.probes.gpu_procs import (
 )
 from clustereval.transport.base import Node
 
-WORKER_SOURCE = Path(__file__).resolve().parent.parent / "workers" / "matmul.py"
 SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
-TOOL_REL = "tools/matmul.py"
 
 
 @dataclass(frozen=True)
@@ -138,10 +137,11 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 
 
 def copy_tool(ctx: RunContext) -> str:
-    """The worker's exact source (and the search it imports) into the raw folder; the report links it."""
-    ctx.raw(TOOL_REL, WORKER_SOURCE.read_text())
+    """The worker's exact source (and the search it imports, beside it) into the raw folder; the
+    report links it. Returns the path inside the raw folder."""
+    link = publish_source(ctx, "clustereval.workers.matmul")
     ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
-    return TOOL_REL
+    return link.removeprefix(f"{ctx.store.raw_rel}/")
 
 
 def launch(ctx: RunContext, node: Node, plan: MatmulPlan, mode: str, args: list[str], log_rel: str) -> WorkerProc:

@@ -4,7 +4,8 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval/analysis/matmul.py``.
+  board at its power limit); the stages are in ``clustereval.analysis.matmul`` (a run's raw folder
+  holds it beside this file as ``matmul_search.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
 - ``pinned``: one shape held for a settle period, then timed for N seconds (a sustained measurement).
 - ``load``: a continuous matmul on one GPU until a stop file appears (the sibling load).
