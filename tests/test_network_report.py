@@ -162,3 +162,17 @@ def test_full_reports_with_the_network_section_pass_lint():
         assert lint_text(md) == [], [str(p) for p in lint_text(md)]
         assert ("### Inter-node all-reduce benchmark" in md) == (count > 1)
         assert ("Inter-node connectivity" in md) == (count > 1)
+
+
+def test_sweep_without_the_connectivity_record_still_expands_nccl_and_passes_lint():
+    from clustereval.report.lint import lint_text
+    from clustereval.report.render import render_report
+    from tests.envfixtures import h200_record
+
+    env = h200_record(1)
+    view = view_for([env.nodes[0].node], intra_peaks=[345.0])
+    view.records["environment"] = env
+    del view.records["connectivity"]
+    md = render_report(view).markdown
+    assert "connectivity" not in md.split("## Network")[0]  # no TOC line for a test that did not run
+    assert lint_text(md) == [], [str(p) for p in lint_text(md)]

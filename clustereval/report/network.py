@@ -27,7 +27,8 @@ PAIR_TABLE_MAX = 28  # more pairs than this: only the slow ones are listed
 
 
 def gbps(v: float) -> str:
-    return f"{v:_.2f}"
+    """Two decimals; small values (gloo on CPU) keep four so they do not print as 0.00."""
+    return f"{v:_.2f}" if v >= 1 or v == 0 else f"{v:.4f}"
 
 
 def _tool(view: RunView, name: str) -> str:
@@ -128,8 +129,8 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
     env = (ar.nccl_env if ar is not None else None) or (conn.nccl_env if conn is not None else None)
     backend = (conn.backend if conn is not None else "") or (ar.intra[0].backend if ar and ar.intra else "")
     if backend == "gloo":
-        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so "
-                 "neither NCCL nor NVLink was exercised and the bandwidths below describe the host's TCP stack.")
+        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so the "
+                 "bandwidths below describe the host's TCP stack, not NVLink or a GPU fabric.")
         return
     if env is not None and env.nvls_enable:
         doc.para(_nvls_paragraph(env, ar))
@@ -137,7 +138,7 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
 
 def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
     lib = ("NCCL (NVIDIA Collective Communications Library)" if conn.backend == "nccl"
-           else "gloo (CPU processes, no NCCL)")
+           else "gloo (the CPU backend of torch.distributed)")
     k = conn.launch.nproc_per_node
     per = ("one process per GPU" if conn.backend == "nccl"
            else f"{k} CPU process{'' if k == 1 else 'es'} per node")
@@ -169,7 +170,9 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     if ar.inter is not None:
         unit = "GPU" if ar.inter.backend == "nccl" else "rank"
         counts.append(f"{plural(ar.inter.num_ranks, 'rank')} (inter-node, every {unit} of every node)")
-    return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce over payloads from "
+    through = (" through NCCL (NVIDIA Collective Communications Library)" if backend == "nccl"
+               else " through gloo (the CPU backend of torch.distributed)")
+    return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce{through} over payloads from "
             f"{iec(lo)} to {iec(hi)}, doubling each step, {timing}; a second pass times one call at a time with a "
             "barrier and a synchronize around it (blocking). Each payload's first all-reduce is checked. "
             "**algbw** (algorithm bandwidth, what the caller sees) is the payload's bytes divided by the time of one "
