@@ -2,17 +2,18 @@
 """Compute benchmark: our MAMF/MSMF search against our exhaustive sweep of the same grid, then the
 all-GPU MSMF pass and the lemon GEMM pass, in one run.
 
-    python3 benchmarks/matmul_search.py OUT_DIR            # on the GPU machine (about 4-5 minutes)
+    python3 benchmarks/matmul_search.py OUT_DIR            # on the GPU machine (about 3.5 minutes)
+    python3 benchmarks/matmul_search.py OUT_DIR --extras   # + runs 3 and 4 below (about 1 minute more)
     python3 benchmarks/matmul_search.py OUT_DIR --smoke    # on CPU, tiny shapes, stand-in GPUs
 
 Runs, in order, on GPU0 with every other GPU idle:
 
 1. ``search`` over the 256-shape reference grid (M = 1024…16384 step 1024, N and K in
-   {4096, 8192, 12288, 16384}): screen, confirm, pin the large leaders;
+   {4096, 8192, 12288, 16384}): screen, confirm, hold the large leaders hot, pin the best;
 2. ``exhaustive`` over the same grid: every shape with the full burst timing, then the same MSMF stage;
-3. ``search`` over the same grid with a 48-shape coarse budget, so coarse-then-refine does the work
-   (no MSMF stage);
-4. ``search`` over the production space (M, N, K = 1024…20480 step 256: 512,000 shapes);
+3. (``--extras``) ``search`` over the same grid with a 48-shape coarse budget, so coarse-then-refine
+   does the work (no MSMF stage);
+4. (``--extras``) ``search`` over the production space (M, N, K = 1024…20480 step 256: 512,000 shapes);
 
 then, through the compute phases' own code: every GPU at (1)'s MSMF shape with all the others
 running a continuous matmul, the lemon GEMM on every GPU (siblings idle), and the DCGM health check.
@@ -106,7 +107,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="output directory (created)")
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, two stand-in GPUs: proves the script")
-    ap.add_argument("--skip-default", action="store_true", help="skip the production-space search (about 45 s)")
+    ap.add_argument("--extras", action="store_true",
+                    help="also the coarse-then-refine search on the same grid and the production-space search")
     ap.add_argument("--msmf-passes", type=int, default=1, choices=(1, 3),
                     help="3: run the three-pass rule in the all-GPU pass when a GPU is > 2%% low (adds ~1.5 min)")
     args = ap.parse_args()
@@ -134,11 +136,11 @@ def main() -> int:
         report["driver"] = q.stdout.strip().splitlines()[0] if q.stdout.strip() else ""
 
     runs = [("search", ["search", *common, "--grid", grid]),
-            ("exhaustive", ["exhaustive", *common, "--grid", grid]),
-            ("search-coarse48", ["search", *common, "--grid", grid, "--coarse-budget", "8" if args.smoke else "48",
-                                 "--no-msmf"])]
-    if not args.skip_default:
-        runs.append(("search-default", ["search", *common, "--grid", "tiny" if args.smoke else "default"]))
+            ("exhaustive", ["exhaustive", *common, "--grid", grid])]
+    if args.extras:
+        runs += [("search-coarse48", ["search", *common, "--grid", grid, "--coarse-budget", "8" if args.smoke else "48",
+                                      "--no-msmf"]),
+                 ("search-default", ["search", *common, "--grid", "tiny" if args.smoke else "default"])]
     summaries: dict[str, SearchSummary] = {}
     for name, argv in runs:
         print(f"{name}: {' '.join(argv)}", flush=True)

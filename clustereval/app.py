@@ -310,3 +310,38 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
     return EXIT_OK if finish_report(store, rendered, console=console, out=out) else EXIT_FAILED
+
+
+def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Path | None, console: Console,
+                  out: Console) -> int:
+    """`clustereval pairwise`: the straggler hunt alone, in its own run folder."""
+    from clustereval.phases.pairwise import run_pairwise
+    from clustereval.report.network import pairwise_lines
+
+    transport = make_transport(config)
+    try:
+        nodes = nodes_of(config, transport)
+        config = with_nodes(config, nodes, transport)
+        if len(nodes) < 2:
+            raise UsageError("the pairwise hunt needs at least 2 nodes in the cluster config",
+                             "list every node (and the hostfile) in cluster.toml")
+        name = f"{config.name}-pairwise"
+        store = RunStore.create(Path(reports_dir or config.reports_dir), name)
+        store.save_state(RunState(name=name, stamp=utc_stamp(), profile="standard", phases_planned=["pairwise"],
+                                  started_utc=utc_now_iso(),
+                                  config_path=str(Path(config.source).resolve()) if config.source else ""))
+        ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
+                         progress=_progress_printer(console), eval_python=config.eval_python or "python3")
+        record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
+        store.save_record("pairwise", record)
+        store.mark_finished("pairwise")
+    finally:
+        close = getattr(transport, "close", None)
+        if close:
+            close()
+    for line in pairwise_lines(record):
+        out.print(line, markup=False)
+    for gap in record.gaps:
+        console.print(f"gap: {gap.text}", markup=False)
+    console.print(f"run folder: {store.raw_dir}", markup=False)
+    return EXIT_OK if any(p.busbw_gb_s is not None for p in record.pairs) else EXIT_FAILED

@@ -263,6 +263,22 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
     sys.exit(0 if rec.shared is not None and rec.shared.complete else 1)
 
 
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="cluster.toml (default: ./cluster.toml).")
+@click.option("--payload-mib", type=click.IntRange(1, 16384), default=None,
+              help="All-reduce payload per pair in MiB (default: 1024 on GPUs, 1 with gloo on CPUs).")
+@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str | None) -> None:
+    """All-reduce busbw for node pairs run in parallel rounds; flags pairs more than 5% below the mean
+    and names the straggler nodes."""
+    from clustereval.app import pairwise_only
+
+    sys.exit(pairwise_only(load_config_or_default(config_path),
+                           payload_bytes=payload_mib * 2**20 if payload_mib else None,
+                           reports_dir=Path(reports_dir) if reports_dir else None, console=console, out=out))
+
+
 def main() -> None:
     # A broken pipe (clustereval ... | head) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -28,7 +28,9 @@ def timing(shape, tflops, stage="sustained", power=698.0, clock=1530.0, label=""
 
 def environment(hosts=("gpu-a",), num_gpus=2, name="NVIDIA H200"):
     return EnvironmentRecord(nodes=[
-        NodeEnvironment(node=f"10.0.0.{i + 1}", index=i, hostname=h, has_gpu=True,
+        NodeEnvironment(node=f"10.0.0.{i + 1}", index=i, hostname=h, has_gpu=True, os_pretty="Ubuntu 24.04.3 LTS",
+                        kernel="6.8.0-88-generic", cpu_model="AMD EPYC 9654", cpu_cores=32, numa_nodes=1,
+                        mem_total_bytes=270 * 2**30,
                         gpus=[GpuInfo(index=g, name=name, memory_total_mib=143771, power_limit_w=700.0,
                                       clocks_max_sm_mhz=1980, sm_count=132) for g in range(num_gpus)])
         for i, h in enumerate(hosts)])
@@ -58,9 +60,10 @@ def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warni
         msmf = timing(MSMF_SHAPE, passes[0][gpus[0]])
         sustained = [msmf]
         if suspect:
-            sustained.insert(0, timing((4096, 4096, 16384), 790.0, power=612.0, clock=1980.0, label="SUSPECT",
+            sustained.insert(0, timing((4096, 4096, 16384), 790.0, "hot", power=612.0, clock=1980.0, label="SUSPECT",
                                        why="held 612 W against the 700 W limit (below 95% of it)"))
-        search = SearchSummary(shapes_tried=256, num_screened=256, num_confirmed=8, num_sustained=len(sustained),
+        search = SearchSummary(shapes_tried=256, num_screened=256, num_confirmed=8, num_hot=6, num_sustained=1,
+                               screen_min_iters=3, confirm_min_iters=30, confirm_min_s=0.05, burst_duty=0.5, hot_s=1.0,
                                mamf=mamf, msmf=msmf, sustained=sustained)
         rec_gpus = []
         for g in gpus:

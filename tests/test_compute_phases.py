@@ -96,7 +96,7 @@ def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path,
     (tmp_path / "bin" / "dcgmi").unlink()
     rec = HealthPhase().run(make_ctx(tmp_path))
     (gap,) = rec.gaps
-    assert "DCGM (`dcgmi`) is not installed on here" in gap.text
+    assert "DCGM (Data Center GPU Manager, [`dcgmi`](https://docs.nvidia.com/" in gap.text and "on here" in gap.text
     assert "datacenter-gpu-manager-4-cuda13" in gap.plan  # CUDA major from the (stand-in) driver
     os_id = Path("/etc/os-release").read_text().lower()
     if "debian" in os_id or "ubuntu" in os_id:
@@ -200,3 +200,12 @@ def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
     assert node.num_passes == 1 and node.gpus[0].tflops[0] == node.search.msmf.mean_tflops
     lemon = LemonPhase().run(ctx)
     assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps
+
+
+def test_an_interrupted_pass_marks_no_gpu_dead_and_runs_again_on_resume(tmp_path, fake_worker):
+    ctx = make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker)
+    ctx.stop.set()  # Ctrl-C before the pass got anywhere
+    mm = MatmulPhase().run(ctx)
+    lemon = LemonPhase().run(ctx)
+    assert mm.status == "partial" and not mm.nodes[0].dead and "interrupted" in mm.nodes[0].error
+    assert lemon.status == "partial" and not lemon.nodes[0].dead

@@ -54,14 +54,14 @@ def test_healthy_two_gpu_node(tmp_path):
             "lemon": cr.lemon([LEMON_2])}
     out = render(recs)
     md = out.markdown
-    assert "1. [Compute](#compute)" in md
+    assert re.search(r"^\d\. \[Compute\]\(#compute\)$", md, re.MULTILINE)
     assert "   1. [Hardware health](#hardware-health) — `dcgmi diag -r 2`" in md
     assert ("   2. [GPU performance benchmarks](#gpu-performance-benchmarks) — `matmul.py`, one GPU at a time while "
             "the others run a matmul") in md
     assert "   3. [Find underperforming GPUs](#find-underperforming-gpus) — fixed 16384³ `matmul` on every GPU" in md
     intro = section(md, "Introduction")
     assert intro.index("Each node has 2× NVIDIA H200: 132 SMs (streaming multiprocessors) and 140.4 GiB of HBM") \
-        < intro.index("1. `dcgmi diag -r 2` — NVIDIA's own health check")
+        < intro.index("1. [`dcgmi diag -r 2`](https://docs.nvidia.com/datacenter/dcgm/") < intro.index("own health check")
     assert "989 TFLOPS" in intro and "#tflops-comparison-table" in intro
     assert f"2. [`matmul.py`]({RAW}/tools/matmul.py) — our matmul worker" in intro
     assert "3. Lemon GEMM (general matrix multiply) — an inline check of ours" in intro
@@ -69,7 +69,10 @@ def test_healthy_two_gpu_node(tmp_path):
     assert health.startswith("### Hardware health\n\n**Pass**:") and "No Fail" not in health
     assert "| `memory_bandwidth` | Pass |" in health
     perf = section(md, "GPU performance benchmarks")
-    assert "timed 256 matmul shapes" in perf
+    assert ("timed 256 matmul shapes in bfloat16: every shape briefly (at least 3 timed iterations), the 8 fastest "
+            "shapes again for at least 30 timed iterations and 50 ms, the 6 fastest large shapes held at full power one "
+            "after another for 1 s each, and the best of them pinned for 1.5 s and then timed for 3 s") in perf
+    assert "(50% duty), so the board stays under its power limit and the clock at boost" in perf
     assert "Two numbers vs official BF16 TFLOPS on NVIDIA H200 (989 TFLOPS):" in perf
     assert "- **MAMF** (Maximum Achievable Matmul FLOPS) — 808 TFLOPS (81.7% of spec) at 1024×4096×16384, " \
            "512 W / 1980 MHz" in perf
@@ -83,10 +86,10 @@ def test_healthy_two_gpu_node(tmp_path):
     assert "132 SMs run them as 62 full waves" in lemon and "a tail of 8 CTAs, a wave efficiency of 99.9%" in lemon
     assert "| gpu-a(node0) | 735.2 | 741.0 | 735.2 (gpu0) | 741.0 |" in lemon
     assert "### Gaps" not in md
-    (finding,) = out.findings
+    (finding,) = [f for f in out.findings if "TFLOPS" in f.text]
     assert finding.category == "healthy" and finding.subsystem == "GPUs"
     assert "MAMF 808 TFLOPS (81.7% of the official 989 TFLOPS dense BF16)" in finding.text
-    assert "### Healthy subsystems" in md and "Underperforming" not in md
+    assert "### Healthy subsystems" in md and "### Underperforming" not in md
     for absent in ("N/A", "None", "null", "Skip reasons"):
         assert absent not in md
     lint(md, tmp_path)
@@ -106,7 +109,7 @@ def test_slow_gpu_confirmed_in_three_passes_and_a_dip_that_did_not_repeat(tmp_pa
             "TFLOPS, 4.0–6.5% below.") in perf
     assert ("`blah-176(node0):gpu3` was 2.2% below the node median in the first pass; the dip did not repeat: "
             "MSMF 718 / 763 / 745 TFLOPS in three passes.") in perf
-    assert "The pinned shape 4096×4096×16384 held 612 W against the 700 W limit" in perf and "SUSPECT" in perf
+    assert "The held shape 4096×4096×16384 held 612 W against the 700 W limit" in perf and "SUSPECT" in perf
     assert "saw idle siblings" in perf
     lemon = section(md, "Find underperforming GPUs")
     assert "**TLDR:** under-performing: `blah-176(node0):gpu2`" in lemon
@@ -114,6 +117,7 @@ def test_slow_gpu_confirmed_in_three_passes_and_a_dip_that_did_not_repeat(tmp_pa
     assert len(slow) == 1 and slow[0].text.startswith("`blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS in three "
                                                        "passes, 4.0–6.5% below the node median each time; lemon GEMM")
     assert not [f for f in out.findings if f.category == "healthy"]
+    lint(md, tmp_path)
     assert "- **GPUs** — `blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS" in md
     lint(md, tmp_path)
 
@@ -132,7 +136,8 @@ def test_dead_gpu_in_both_passes_and_a_dcgm_failure(tmp_path):
     assert "**Fail**" in health and "`memory` on `gpu-b(node1):gpu1`" in health
     assert "| plugin | gpu-a(node0) | gpu-b(node1) |" in health and "| `memory` | Pass | Fail: gpu1 |" in health
     perf = section(md, "GPU performance benchmarks")
-    assert "| gpu-b(node1):gpu1 | dead |" in perf  # two nodes: full names in the table
+    assert "| gpu-b(node1):gpu0 | 744 |" in perf  # two nodes: full names in the table
+    assert "gpu-b(node1):gpu1 |" not in perf and "`gpu-b(node1):gpu1` has no MSMF: its measurement failed twice" in perf
     lemon_md = section(md, "Find underperforming GPUs")
     assert "**TLDR:** dead: `gpu-b(node1):gpu1`" in lemon_md
     assert "| gpu-b(node1) | 737.0 | dead | 737.0 (gpu0) | 737.0 |" in lemon_md
@@ -152,23 +157,25 @@ def test_one_gpu_node(tmp_path):
     assert "— `matmul.py` on the only GPU" in md
     assert "there is no median or spread: gpu0 is the only GPU" in perf
     assert "while all the others compute" not in perf and "Node MSMF" not in perf
-    assert "### Hardware health" not in md and "dcgmi" not in md  # it did not run: not listed
+    assert "### Hardware health" not in md and "dcgmi diag" not in md  # it did not run: not listed
     lint(md, tmp_path)
 
 
 def test_dcgm_missing_and_no_gpu_are_gaps(tmp_path):
-    health = HealthRecord(status="failed", gaps=[Gap("health", "DCGM (`dcgmi`) is not installed on gpu-a, so the "
-                                                               "hardware health check did not run there.",
-                                                     "add NVIDIA's CUDA repository ...")])
+    from clustereval.phases.compute import dcgm_missing_gap
+
+    health = HealthRecord(status="failed", gaps=[dcgm_missing_gap("gpu-a", "ubuntu:24.04:debian", "13")])
     recs = {"environment": cr.environment(), "health": health, "matmul": cr.matmul([HEALTHY_2]),
             "lemon": cr.lemon([LEMON_2])}
     md = render(recs).markdown
     assert "### Hardware health" not in md and "1. [`matmul.py`]" in md
     assert md.index("### Find underperforming GPUs") < md.index("### Gaps") < md.index("## Findings")
+    lint(md, tmp_path)
     none = {"matmul": MatmulRecord(status="skipped", gaps=[Gap("matmul", "No NVIDIA GPU answered on any node.", "x")]),
             "lemon": LemonRecord(status="skipped", gaps=[Gap("lemon", "No NVIDIA GPU answered on any node.", "x")])}
     md = render(none).markdown
     assert "## Compute" in md and "### Gaps" in md and "### Introduction" not in md
+    lint(md, tmp_path)
 
 
 def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
@@ -176,4 +183,20 @@ def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
     out = render({"environment": env, "matmul": cr.matmul([HEALTHY_2]), "lemon": cr.lemon([LEMON_2])})
     md = out.markdown
     assert "MSMF % spec" not in md and "Two numbers on NVIDIA Hypothetical X9:" in md
-    assert [f.category for f in out.findings] == ["needs_input"]
+    mine = [f for f in out.findings if "node MSMF 741 TFLOPS" in f.text]
+    assert [f.category for f in mine] == ["needs_input"] and "no official dense BF16 figure" in mine[0].text
+    assert not [f for f in out.findings if f.category == "healthy"]
+
+
+def test_report_from_a_real_cpu_run_of_the_phases(tmp_path):
+    """The records a real (CPU stand-in) run writes render and lint: no telemetry, no blanks."""
+    from clustereval.phases.compute import LemonPhase, MatmulPhase
+    from clustereval.phases.gpunode import MatmulPlan
+    from tests.test_compute_phases import make_ctx
+
+    ctx = make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05,
+                                        grid="M=32|64,N=32|64,K=64", lemon_size=64))
+    recs = {"matmul": MatmulPhase().run(ctx), "lemon": LemonPhase().run(ctx)}
+    md = render(recs).markdown
+    assert "| gpu0 |" in md and "W / MHz" not in md
+    lint(md, tmp_path)

@@ -113,7 +113,7 @@ def test_bad_port_unknown_access_and_more_at_once(tmp_path):
         colour = "blue"
         """)
     msgs = problems(path)
-    assert msgs[0].startswith(f"{path}:1: unknown access method 'pdsh'") and "local, ssh" in msgs[0]
+    assert msgs[0].startswith(f"{path}:1: unknown access method 'pdsh'") and "local, ssh, slurm" in msgs[0]
     assert msgs[1].startswith(f"{path}:3: rdzv_port must be a TCP port number, not the string '29500'")
     assert msgs[2].startswith(f"{path}:6: port = 70000 is not a TCP port")
     assert msgs[3].startswith(f"{path}:7: connect_timeout_s must be positive")
@@ -300,3 +300,19 @@ def test_template_slurm_example_is_valid_when_uncommented(tmp_path):
     cfg = load_config(path)
     assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.job_id, cfg.slurm.salloc_args) == (
         "gpu", 2, "123456", ("--exclusive",))
+
+
+def test_readme_sample_config_loads(tmp_path):
+    import re
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    toml = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    hostfile = re.search(r"```text\n(# the first line.*?)```", readme, re.S).group(1)
+    key = tmp_path / "id_ed25519"
+    key.write_text("key\n")
+    path = write(tmp_path, toml.replace("~/.ssh/id_ed25519", str(key)), hostfile=hostfile)
+    cfg = load_config(path)
+    assert cfg.nodes == ("gpu-a", "gpu-b") and [h.address for h in cfg.hosts] == ["10.0.0.1", "10.0.0.2"]
+    assert cfg.gpus_per_node == 8 and cfg.ssh.port == 7878 and cfg.targets.nvlink_uni_gb_s == 450

@@ -4,7 +4,10 @@ workflow over SSH on the namespace cluster (snapshot, evidence bundles, the prin
 from __future__ import annotations
 
 import json
+import re
 import tarfile
+
+import pytest
 
 from clustereval.analysis.nccl_debug import grouping_fact, rank_suspects, report_lines, subnet_groups
 from clustereval.config import Config
@@ -121,3 +124,20 @@ def test_workflow_from_saved_pairs_on_the_namespace_cluster(cluster3, tmp_path):
 def test_cli_needs_two_nodes_or_saved_pairs(tmp_path):
     proc = run_cli("debug", "nccl", cwd=tmp_path, env={"HOME": str(tmp_path)}, timeout=60)
     assert proc.returncode == 2 and "needs at least 2 nodes" in proc.stderr
+
+
+@pytest.mark.slow
+def test_workflow_names_the_rate_limited_node_first(cluster3, tmp_path):
+    """The real pairwise hunt (gloo across the namespaces) with node 1's link rate-limited by tc."""
+    config = cluster3.write_config(tmp_path / "cluster.toml", reports_dir=str(tmp_path / "reports"),
+                                   rdzv_port=20000 + cluster3.ssh_port % 9000)
+    slow = cluster3.nodes[1].name
+    cluster3.shape(1, rate_mbit=200)
+    proc = run_cli("debug", "nccl", "--config", str(config), "--sample-seconds", "0.3", cwd=tmp_path, timeout=500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    ranked = [ln for ln in lines if re.match(r"^\s+\d+\. ", ln)]
+    assert ranked[0].strip().startswith(f"1. {slow}: named by the pairwise hunt: 2 of 2 pairs slow"), proc.stdout
+    assert any(ln.strip().startswith("pair ") and slow in ln and "% vs the mean)" in ln for ln in lines)
+    assert "evidence: " in proc.stdout and f"{slow}.tar.gz" in proc.stdout
+    assert "[address subnet] every measured node shares one subnet" in proc.stdout

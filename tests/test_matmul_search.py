@@ -8,6 +8,7 @@ import pytest
 from clustereval.analysis.matmul import (
     BURST,
     GRIDS,
+    HOT,
     SCREEN,
     SUSPECT,
     SUSTAINED,
@@ -47,7 +48,7 @@ class Model:
         self.calls.append((shape, stage))
         value = self.true_tflops(shape) * (1 + self.rng.gauss(0, self.noise))
         big = flops(shape) >= self.big_flops
-        power = LIMIT_W - 5 if (stage == SUSTAINED and big) else 450.0
+        power = LIMIT_W - 5 if (stage in (HOT, SUSTAINED) and big) else 450.0
         clock = 1500.0 if power > 600 else BOOST_MHZ
         return ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=value,
                            median_tflops=value, max_tflops=value * 1.01, iterations=10,
@@ -88,7 +89,7 @@ def test_small_grid_is_screened_whole_then_confirmed():
 def test_exhaustive_times_every_shape_with_the_full_measurement():
     grid = parse_grid("M=1024:4096:1024,N=4096|8192,K=4096|8192")
     model = Model((2048, 8192, 4096))
-    out = exhaustive(grid, model, SearchPlan(num_sustain=1), Telemetry(LIMIT_W, BOOST_MHZ))
+    out = exhaustive(grid, model, SearchPlan(num_hot=2), Telemetry(LIMIT_W, BOOST_MHZ))
     assert sorted(s for s, st in model.calls if st == BURST) == sorted(grid.shapes())
     assert not [s for s, st in model.calls if st == SCREEN]
     assert out.mamf.shape == (2048, 8192, 4096) and out.shapes_tried == grid.size
@@ -99,23 +100,24 @@ def test_msmf_skips_a_fast_shape_that_never_reached_the_power_limit():
     # The fastest shapes are big enough to be candidates by run time but the power model keeps
     # everything under 4e12 FLOP below the limit: those must be SUSPECT, not MSMF.
     model = Model((8192, 8192, 8192), big_flops=4e12)
-    plan = SearchPlan(sustain_min_kernel_ms=1.0, num_sustain=2, num_sustain_extra=6)
+    plan = SearchPlan(sustain_min_kernel_ms=1.0, num_hot=2, num_hot_extra=6)
     out = search(grid, model, plan, Telemetry(LIMIT_W, BOOST_MHZ))
     suspects = [t for t in out.sustained if t.label == SUSPECT]
     assert suspects and all(t.flops < 4e12 for t in suspects)
     assert all("700 W limit" in t.why for t in suspects)
     assert out.msmf is not None and out.msmf.label == "" and out.msmf.flops >= 4e12
-    assert out.msmf.power_w >= 0.95 * LIMIT_W
-    # the best qualified among the pinned shapes, and every pinned shape was a candidate
-    qualified = [t for t in out.sustained if t.label != SUSPECT]
-    assert out.msmf.mean_tflops == max(t.mean_tflops for t in qualified)
+    assert out.msmf.power_w >= 0.95 * LIMIT_W and out.msmf.stage == SUSTAINED
+    # the best of the hot shapes that reached the limit got the full pin, and it is the MSMF
+    hot_ok = [t for t in out.sustained if t.stage == HOT and t.label != SUSPECT]
+    assert out.msmf.shape == max(hot_ok, key=lambda t: t.mean_tflops).shape
+    assert out.num_sustained == 1 and out.num_hot == len([t for t in out.sustained if t.stage == HOT])
 
 
 def test_no_msmf_when_nothing_reaches_the_power_limit():
     model = Model((8192, 8192, 8192), big_flops=1e30)
-    out = search(GRIDS["anchors"], model, SearchPlan(num_sustain=1, num_sustain_extra=2),
-                 Telemetry(LIMIT_W, BOOST_MHZ))
+    out = search(GRIDS["anchors"], model, SearchPlan(num_hot=1, num_hot_extra=2), Telemetry(LIMIT_W, BOOST_MHZ))
     assert out.msmf is None and len(out.sustained) == 3 and all(t.label == SUSPECT for t in out.sustained)
+    assert out.num_sustained == 0  # no hot shape qualified, so none was pinned
 
 
 def test_classify_sustained():

@@ -52,3 +52,11 @@ def test_nothing_logged_means_unknown_not_no(text):
     info = parse_nccl_info(text)
     assert info.version == "" and info.transports == []
     assert info.nvls_available is None and info.nvls_used is None
+
+
+def test_real_h200_capture_p2p_over_nvlink_with_nvls_forced_off(fixtures):
+    info = parse_nccl_info((fixtures / "nccl" / "h200x2-intra-info.txt").read_text(), "intra-node")
+    assert info.version == "2.28.9+cuda13.0"
+    assert info.transports == ["P2P/CUMEM"]
+    assert info.network == "Socket"  # no IB device: NCCL's network plugin for inter-node would be TCP
+    assert info.nvls_env == "0" and info.nvls_used is False  # "0 nvls channels"

@@ -6,15 +6,16 @@ nodes meet at the first node's address, exactly as on a cluster (gloo on CPU ins
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 
 from clustereval.config import Config
 from clustereval.phases.base import Profile, RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
-from clustereval.phases.pairwise import run_pairwise
 from clustereval.phases.torchrun import launch, probe_nodes
 from clustereval.store import RunState, RunStore
+from tests.conftest import run_cli
 
 SMALL = Profile(name="quick", allreduce_max_bytes=64 * 1024)
 
@@ -35,7 +36,7 @@ def _ctx(tmp_path, cluster, ranks: int = 1) -> RunContext:
 def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_path, cluster3):
     """node0's hostname resolves to 127.0.1.1 there (the rendezvous quirk); node2's link is slow."""
     cluster3.set_hostname_loopback(0)
-    cluster3.shape(2, rate_mbit=20)
+    cluster3.shape(2, rate_mbit=100)
     ctx = _ctx(tmp_path, cluster3)
     names = [n.name for n in cluster3.nodes]
     host = cluster3.nodes[0].address
@@ -66,11 +67,19 @@ def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_pa
     assert [r.payload_bytes for r in rec.inter.rows] == [32768, 65536]
     assert all(r.check_ok for r in rec.inter.rows + rec.inter.blocking_rows)
 
-    pw = run_pairwise(ctx, ctx.nodes, payload_bytes=64 * 1024)
-    assert pw.status == "ok", pw.gaps
-    assert pw.num_rounds == 3 and len(pw.pairs) == 3
-    assert pw.stragglers == [names[2]]
-    assert {(p.a, p.b) for p in pw.pairs if p.slow} == {(p.a, p.b) for p in pw.pairs if names[2] in (p.a, p.b)}
+    # the pairwise hunt through the command, as a user runs it: node2's slow link makes it the straggler
+    path = cluster3.write_config(tmp_path / "cluster.toml", rdzv_port=ctx.config.rdzv_port,
+                                 eval_python=sys.executable, cpu_ranks_per_node=1, reports_dir=str(tmp_path / "pw"))
+    proc = run_cli("pairwise", "--config", str(path), "--payload-mib", "1", timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 MiB all-reduce, 2 ranks per pair (gloo), 3 pairs in 3 rounds" in proc.stdout
+    assert f"stragglers: {names[2]}" in proc.stdout
+    (raw,) = (tmp_path / "pw").glob("raw-*-pairwise-*")
+    pw = json.loads((raw / "pairwise.record.json").read_text())
+    assert pw["status"] == "ok" and pw["num_rounds"] == 3 and pw["stragglers"] == [names[2]]
+    assert {(p["a"], p["b"]) for p in pw["pairs"] if p["slow"]} == {
+        (p["a"], p["b"]) for p in pw["pairs"] if names[2] in (p["a"], p["b"])}
+    assert (raw / pw["heatmap"]).exists()
 
 
 def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
@@ -80,7 +89,7 @@ def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
     blocked = cluster3.exec(1, ["ip", "route", "add", "prohibit", f"{cluster3.nodes[0].address}/32"])
     assert blocked.returncode == 0, blocked.stderr
     res = launch(ctx, label="blocked", module="connectivity", args=["--backend", "gloo"], nodes=ctx.nodes, nproc=1,
-                 port=port, timeout_s=90, rdzv_timeout_s=8)
+                 port=port, timeout_s=90, rdzv_timeout_s=5)
     assert not res.info.ok
     assert res.info.diagnosis == "unreachable-port", res.info.diagnosis_text
     assert cluster3.nodes[1].name in res.info.diagnosis_text

@@ -136,3 +136,43 @@ def test_failed_launcher_is_a_torchrun_problem_not_the_network():
     (torchrun,) = [f for f in findings if f.subsystem == "torchrun"]
     assert torchrun.category == "underperforming" and "nobody hosted" in torchrun.text
     assert not any(f.subsystem == "fabric" and "unhealthy" in f.text for f in findings)
+
+
+def test_connectivity_toc_line_links_to_the_second_introduction():
+    doc = Document()
+    doc.toc_here()
+    doc.heading(2, "Compute")
+    doc.heading(3, "Introduction", toc=False)
+    render_network(view_for(["n0"], intra_peaks=[345.0]), doc)
+    md = doc.render()
+    assert "[Intra-node connectivity](#introduction-1)" in md
+
+
+def test_full_reports_with_the_network_section_pass_lint():
+    from clustereval.report.lint import lint_text
+    from clustereval.report.render import render_report
+    from tests.envfixtures import h200_record
+
+    for count in (1, 4):
+        env = h200_record(count)
+        names = [n.node for n in env.nodes]
+        view = view_for(names, intra_peaks=[345.0] * count, inter_peak=95.0 if count > 1 else None)
+        view.records["environment"] = env
+        md = render_report(view).markdown
+        assert lint_text(md) == [], [str(p) for p in lint_text(md)]
+        assert ("### Inter-node all-reduce benchmark" in md) == (count > 1)
+        assert ("Inter-node connectivity" in md) == (count > 1)
+
+
+def test_sweep_without_the_connectivity_record_still_expands_nccl_and_passes_lint():
+    from clustereval.report.lint import lint_text
+    from clustereval.report.render import render_report
+    from tests.envfixtures import h200_record
+
+    env = h200_record(1)
+    view = view_for([env.nodes[0].node], intra_peaks=[345.0])
+    view.records["environment"] = env
+    del view.records["connectivity"]
+    md = render_report(view).markdown
+    assert "connectivity" not in md.split("## Network")[0]  # no TOC line for a test that did not run
+    assert lint_text(md) == [], [str(p) for p in lint_text(md)]

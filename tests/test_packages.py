@@ -35,4 +35,5 @@ def test_missing_binaries_become_gaps_when_installs_are_off(tmp_path):
     assert set(node.present) == {b for b in expected if shutil.which(b)}
     assert node.installed == []
     assert {g.text.split("`")[1] for g in rec.gaps} == set(node.missing)
+    assert all(g.text.startswith("[`") and "](https://" in g.text for g in rec.gaps)  # linked at first mention
     assert all("install_packages = false" in g.plan for g in rec.gaps if "dcgmi" not in g.text)

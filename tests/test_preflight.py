@@ -190,3 +190,31 @@ def test_nodes_without_torch_skip_gloo_with_a_gap(cluster3, tmp_path):
     assert any("The CPU gloo check did not run" in g.text and "No module named 'torch'" in g.text for g in rec.gaps)
     assert [n.hostname for n in rec.nodes] == [n.name for n in cluster3.nodes]
     assert loads(PreflightRecord, dumps(rec)) == rec
+
+
+def test_run_on_this_machine_writes_the_preflight_record_and_a_report(tmp_path):
+    # this machine alone; scratch under the test's folder so parallel runs in the same minute never meet
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "cluster.toml").write_text(f'name = "solo"\nlocal_scratch = "{tmp_path / "scratch"}"\n'
+                                           "install_packages = false\n")
+    proc = run_cli("run", "--profile", "quick", "--phases", "environment", cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    (raw,) = (tmp_path / "reports").glob("raw-*")
+    report = tmp_path / "reports" / f"{raw.name[4:]}.md"
+    assert report.exists() and report.read_text().startswith("# ")
+    rec = loads(PreflightRecord, (raw / "preflight.record.json").read_text())
+    assert rec.passed and rec.phase == "preflight" and rec.checklist
+    assert (raw / "preflight.record.json").read_text() == dumps(rec)  # round-trips byte for byte
+    assert "Preflight checklist" in proc.stdout
+
+
+def test_run_stops_at_the_gate_when_something_is_missing(tmp_path):
+    (tmp_path / "hostfile").write_text("10.255.255.1\n10.255.255.2\n")
+    (tmp_path / "cluster.toml").write_text('access = "ssh"\nnodes = ["a", "b"]\nhostfile = "hostfile"\n'
+                                           f'reports_dir = "{tmp_path / "reports"}"\n')
+    proc = run_cli("run", "--config", str(tmp_path / "cluster.toml"), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    (raw,) = (tmp_path / "reports").glob("raw-*")
+    rec = loads(PreflightRecord, (raw / "preflight.record.json").read_text())
+    assert not rec.passed and rec.missing == ["Local disk path + shared-FS path"] and rec.probes == []
+    assert sorted(p.name for p in raw.glob("*.record.json")) == ["preflight.record.json"]

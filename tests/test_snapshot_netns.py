@@ -25,7 +25,7 @@ def test_snapshot_all_nodes_over_ssh(cluster3):
         keys = {s.key for s in snap.signals}
         assert {"cpu.iowait", "storage.root", "storage.shared", "xid"} <= keys
         shared = [s for s in snap.signals if s.key == "storage.shared"]
-        assert any(f"holding {cluster3.shared_dir}" in s.text for s in shared)
+        assert any(s.text.startswith(f"{cluster3.shared_dir} (on /") for s in shared)
     lines = snapshot_lines(record)
     for node in cluster3.nodes:
         assert any(ln.startswith(("[OK] " + node.name, "[INFO] " + node.name)) for ln in lines)
@@ -61,3 +61,26 @@ def test_snapshot_all_nodes_through_slurm(slurm_cluster):
         assert snap.hostname == snap.node  # srun ran the script on that node
         assert {"cpu.iowait", "storage.root", "xid"} <= {s.key for s in snap.signals}
     assert [s.level for s in record.drift] == ["OK"]
+
+
+def test_cli_snapshot_all_prints_every_node(cluster3, tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    before = tree_state(cluster3.shared_dir), tree_state(cluster3.scratch_dir)
+    proc = run_cli("snapshot", "--all", "--config", str(cluster3.config_path), "--sample-seconds", "0.5",
+                   cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(ln.startswith(("[OK] ", "[INFO] ", "[CONCERN] ")) for ln in lines)
+    for node in cluster3.nodes:
+        assert any(ln.startswith(f"[OK] {node.name}: host iowait") for ln in lines)
+        assert any(ln.startswith(f"[INFO] {node.name}: host {node.name},") for ln in lines)
+    assert lines[-1].startswith("[OK] cluster: the same on all 3 nodes")
+    proc = run_cli("snapshot", "--all", "--json", "--config", str(cluster3.config_path), "--sample-seconds", "0.5",
+                   cwd=tmp_path, timeout=180)
+    data = json.loads(proc.stdout)
+    assert [n["node"] for n in data["nodes"]] == [n.name for n in cluster3.nodes]
+    assert (tree_state(cluster3.shared_dir), tree_state(cluster3.scratch_dir)) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written in the working directory

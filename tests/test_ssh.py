@@ -162,6 +162,8 @@ def test_put_and_get_files_and_directories(cluster3, tmp_path):
     (src / "a.txt").write_text("alpha\n")
     (src / "sub" / "run.sh").write_text("#!/bin/sh\necho ok\n")
     (src / "sub" / "run.sh").chmod(0o755)
+    blob = os.urandom(300_000)  # large enough that the stream arrives in many reads
+    (src / "sub" / "blob.bin").write_bytes(blob)
     remote = tmp_path / "remote" / "deep"
     transport.put(node, src, str(remote))
     assert (remote / "a.txt").read_text() == "alpha\n"
@@ -172,6 +174,7 @@ def test_put_and_get_files_and_directories(cluster3, tmp_path):
     back = tmp_path / "back"
     transport.get(node, str(remote), back)
     assert (back / "sub" / "run.sh").read_text() == "#!/bin/sh\necho ok\n"
+    assert (back / "sub" / "blob.bin").read_bytes() == blob
     transport.get(node, str(remote / "a.txt"), tmp_path / "one.txt")
     assert (tmp_path / "one.txt").read_text() == "alpha\n"
 

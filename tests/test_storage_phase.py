@@ -3,9 +3,9 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -107,44 +107,41 @@ def test_two_shared_mounts_of_different_size_each_get_a_scan_with_same_sized_one
         assert files_outside_trash(a, b, c) == []
 
 
-DRIVER = textwrap.dedent("""
-    import sys
-    from pathlib import Path
-    from rich.console import Console
-    from clustereval import runner
-    from clustereval.app import run_eval
-    from clustereval.config import Config
-
-    runner.PHASES.pop("preflight", None)  # this test is about the storage phase alone
-    base = Path(sys.argv[1])
-    cfg = Config(name="t", nodes=("here",), local_scratch=str(base / "local"),
-                 shared_paths=(str(base / "shared"),), scratch_user="evaluser")
-    code = run_eval(cfg, profile="quick", phase_list="storage", resume_dir=None, reports_dir=base / "reports",
-                    console=Console(stderr=True), out=Console(soft_wrap=True))
-    sys.exit(code)
-""")
+def write_config(tmp_path, **extra) -> str:
+    """A cluster.toml for this machine alone, its scratch under ``tmp_path``."""
+    host = socket.gethostname().split(".")[0] or "localhost"
+    lines = ['name = "t"', 'access = "local"', f'nodes = ["{host}"]', f'local_scratch = "{tmp_path / "local"}"',
+             f'shared_paths = ["{tmp_path / "shared"}"]', 'scratch_user = "evaluser"',
+             f'eval_python = "{sys.executable}"', "install_packages = false", "gpus_per_node = 0",
+             f'reports_dir = "{tmp_path / "reports"}"']
+    lines += [f"{k} = {v}" for k, v in extra.items()]
+    path = tmp_path / "cluster.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
 
 
 def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     (tmp_path / "local").mkdir()
     (tmp_path / "shared").mkdir()
-    (tmp_path / "driver.py").write_text(DRIVER)
+    config = write_config(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", config, "--phases", "storage",
+                             "--profile", "quick"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    fio_seen = False
-    while time.monotonic() < deadline and not fio_seen:
+    users = tmp_path / "local" / "evaluser"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         time.sleep(0.2)
-        fio_seen = any(p.name.startswith("cluster-eval-") and (p / "fio-test").exists()
-                       for p in (tmp_path / "local" / "evaluser").glob("*")) if (tmp_path / "local" / "evaluser").exists() else False
-    assert fio_seen, "the scan never started"
-    time.sleep(1.0)  # fio is running its first 10 s run
+        if users.exists() and any((p / "fio-test").exists() for p in users.glob("cluster-eval-*")):
+            break
+    else:
+        proc.kill()
+        pytest.fail("the scan never started: " + proc.communicate()[1][-2000:])
+    time.sleep(1.0)  # fio is in its first 10 s run
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "interrupted: resume with" in out
-    assert "scratch: deleted" in out  # node-local /tmp folder
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: resume with" in out and "scratch: deleted" in out
     raw = next((tmp_path / "reports").glob("raw-t-*"))
     rec = loads(StorageRecord, (raw / "storage.record.json").read_text())
     assert rec.status == "partial" and rec.local.cells[-1].error == "interrupted"
@@ -152,6 +149,35 @@ def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     assert du_bytes(tmp_path / "local") < 64 * 1024  # only the empty <user> folder is left
     state = json.loads((raw / "state.json").read_text())
     assert state["interrupted"] and "storage" not in state["phases_finished"]
+
+
+def test_targets_added_after_the_run_move_the_bullets_on_re_render(tmp_path):
+    """`clustereval report RUN_DIR` reads the targets from the cluster.toml as it is now."""
+    from tests.conftest import run_cli
+    from tests.test_storage_report import two_groups
+
+    (tmp_path / "local").mkdir()
+    (tmp_path / "shared").mkdir()
+    config = write_config(tmp_path)
+    res = run_cli("run", "--config", config, "--phases", "preflight", cwd=tmp_path)  # a real run folder
+    raw = next((tmp_path / "reports").glob("raw-t-*"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    # Lustre measurements as a scan stores them (no Lustre here, and each real run takes 3 min)
+    (raw / "storage.record.json").write_text(dumps(two_groups()))
+    report = raw.parent / (raw.name[4:] + ".md")
+    assert run_cli("report", str(raw), cwd=tmp_path).returncode == 0
+    before = report.read_text()
+    assert "### Healthy subsystems" not in before and "`/code` (2.3 TiB Lustre)" in before
+    with open(config, "a") as fh:
+        fh.write('\n[[targets.storage]]\nmount = "/code"\nsource = "tier 250"\n'
+                 'bw_mib_s = { "16KiB-read" = 150, "16KiB-write" = 150, "1MiB-read" = 150, "1MiB-write" = 150, '
+                 '"1GiB-read" = 150, "1GiB-write" = 150 }\n')
+    res = run_cli("report", str(raw), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    after = report.read_text()
+    healthy = after[after.index("### Healthy subsystems"):after.index("### Needs operator input")]
+    assert "`/code` (2.3 TiB Lustre)" in healthy and "(tier 250)" in healthy
+    assert "the previous rendering moved to" in res.stdout  # the old report went to trash, not deleted
 
 
 def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp_path):

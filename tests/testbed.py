@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clustereval.config import SshConfig
 from clustereval.transport.base import Node
@@ -350,7 +351,7 @@ class NetnsCluster:
     # ---- the cluster as clustereval sees it --------------------------------------------------
     def ssh_settings(self, **overrides) -> SshConfig:
         """The ``SshConfig`` that reaches every node (overrides: ``port=1``, ``user=...``)."""
-        fields = {"port": self.ssh_port, "user": "root", "identity_file": str(self.key),
+        fields: dict[str, Any] = {"port": self.ssh_port, "user": "root", "identity_file": str(self.key),
                   "options": (f"UserKnownHostsFile={self.known_hosts}",), "connect_timeout_s": 5}
         fields.update(overrides)
         return SshConfig(**fields)
@@ -465,7 +466,7 @@ def _locked():
 
 def _free_subnet() -> str:
     """A random 10.x.y.0/24 that no interface or route here uses and no live test bed holds."""
-    used: list[ipaddress.IPv4Network] = []
+    used: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
     text = _sh("ip", "-4", "-o", "addr", "show", check=False).stdout + _sh("ip", "-4", "route", check=False).stdout
     for token in text.split():
         with contextlib.suppress(ValueError):

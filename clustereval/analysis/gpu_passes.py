@@ -6,16 +6,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from clustereval.analysis.gpus import gpu_label  # noqa: F401 - the one GPU name form, re-exported here
+
 BELOW_MEDIAN = 0.02  # a GPU more than 2% below its node median is flagged (the runbook's rule)
 NUM_PASSES = 3  # ... and under-performing only when it is below in all three passes
 
 # The lemon GEMM's CTA tiling: 128×256 output tiles (the runbook's SM-coverage arithmetic).
 TILE_M, TILE_N = 128, 256
-
-
-def gpu_label(hostname: str, node_index: int, gpu: int) -> str:
-    """``blah-176(node0):gpu7``: the hostname an operator drains, the hostfile position, the index."""
-    return f"{hostname}(node{node_index}):gpu{gpu}"
 
 
 def node_label(hostname: str, node_index: int) -> str:

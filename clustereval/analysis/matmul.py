@@ -14,8 +14,13 @@ The search runs in stages, each measurement honest for what it decides:
    changing (the early stop);
 3. confirm: the leaders get the full burst timing (many iterations, a longer window); MAMF is the
    best of these;
-4. sustain: the fastest large shapes are pinned for seconds each so power saturates; a pinned
-   shape that never reaches the power limit is labelled SUSPECT and cannot be MSMF.
+4. sustain: the fastest large shapes are held at full power one after another for about a second
+   each (the board stays at its power limit from one to the next), and the best of them is pinned
+   for seconds; a shape that never reaches the power limit is labelled SUSPECT and cannot be MSMF.
+
+The screen and confirm timings are bursts: the GPU idles after every matmul for as long as it
+computed, so the board stays under its power limit and the clock at boost (the MAMF regime); the
+sustained timings run back to back at the power limit (the MSMF regime).
 
 This module is imported by the worker on the node, so it uses the standard library only.
 """
@@ -32,7 +37,7 @@ from clustereval.records.compute import SearchSummary, ShapeTiming
 
 Shape = tuple[int, int, int]  # (M, N, K): an M×K matrix times a K×N matrix
 
-SCREEN, BURST, SUSTAINED = "screen", "burst", "sustained"
+SCREEN, BURST, HOT, SUSTAINED = "screen", "burst", "hot", "sustained"
 SUSPECT = "SUSPECT"
 
 
@@ -150,8 +155,9 @@ class SearchPlan:
     max_climb_rounds: int = 8  # rounds at one grid step before giving up on convergence
     num_confirm: int = 8  # leaders re-timed with the full burst measurement
     confirm_within: float = 0.03  # ... among those within this fraction of the best screened shape
-    num_sustain: int = 3  # large shapes pinned for the MSMF
-    num_sustain_extra: int = 2  # more, when the first ones never reach the power limit
+    num_hot: int = 6  # large shapes held at full power one after another, for the MSMF
+    num_hot_extra: int = 4  # more, while none of them reaches the power limit
+    num_sustain: int = 1  # the best of those pinned for the full sustained timing
     sustain_min_kernel_ms: float = 2.0  # "large": one matmul lasts at least this long
     min_power_frac: float = 0.95  # a pinned shape below this fraction of the power limit is SUSPECT
 
@@ -264,12 +270,16 @@ class _Book:
     measure: MeasureFn
     screened: dict[Shape, ShapeTiming] = field(default_factory=dict)
     confirmed: dict[Shape, ShapeTiming] = field(default_factory=dict)
+    hot: list[ShapeTiming] = field(default_factory=list)
     sustained: list[ShapeTiming] = field(default_factory=list)
 
     def run(self, shapes: Iterable[Shape], stage: str) -> list[ShapeTiming]:
-        # Increasing work, so the board's power state changes gradually from one shape to the next.
+        # Shapes in order of work, so the board's power state changes gradually from one to the next:
+        # the screen runs big to small and ends on small shapes, so the confirm stage (small to big,
+        # mostly the small fast shapes) starts from a board that is not at its power limit.
         done = []
-        for shape in sorted(set(shapes), key=lambda s: (flops(s), s)):
+        descending = stage == SCREEN
+        for shape in sorted(set(shapes), key=lambda s: (flops(s), s), reverse=descending):
             t = self.measure(shape, stage)
             done.append(t)
             if stage == SCREEN:
@@ -283,7 +293,7 @@ class _Book:
         return [t.shape for t in ranked[:count]]
 
     def tried(self) -> int:
-        return len(set(self.screened) | set(self.confirmed) | {t.shape for t in self.sustained})
+        return len(set(self.screened) | set(self.confirmed) | {t.shape for t in self.hot + self.sustained})
 
 
 def search(grid: Grid, measure: MeasureFn, plan: SearchPlan | None = None,
@@ -349,8 +359,9 @@ def _finish(book: _Book, plan: SearchPlan, tel: Telemetry, tick: Callable[[], fl
     t_end = tick()
     return SearchSummary(mode=mode, grid=grid.describe(), shapes_tried=book.tried(),
                          num_screened=len(book.screened) if confirm else 0,
-                         num_confirmed=len(book.confirmed), num_sustained=len(book.sustained),
-                         mamf=mamf, msmf=msmf, sustained=list(book.sustained),
+                         num_confirmed=len(book.confirmed), num_hot=len(book.hot),
+                         num_sustained=len(book.sustained), mamf=mamf, msmf=msmf,
+                         sustained=list(book.hot) + list(book.sustained),
                          burst_s=round(t_burst - t0, 3), sustain_s=round(t_end - t_burst, 3),
                          total_s=round(t_end - t0, 3), stop_reason=stop_reason)
 
@@ -368,20 +379,27 @@ def sustain_candidates(timings: Iterable[ShapeTiming], plan: SearchPlan, min_flo
 
 
 def pin_for_msmf(book: _Book, plan: SearchPlan, tel: Telemetry) -> ShapeTiming | None:
-    """Pin the fastest large shapes until ``num_sustain`` are measured and one reached the power
-    limit; while every pinned shape is SUSPECT, the next candidate does at least twice the work of
-    the biggest one so far (or, when the grid has none that big, any more work)."""
+    """The sustained stage. First the fastest large shapes are held at full power one after another
+    (``HOT``: the board stays at its power limit from one to the next, so each needs only a short
+    settle); while every one so far never reached the power limit, the next does at least twice the
+    work of the biggest so far. Then the best of them is pinned for the full sustained timing."""
     best = {**book.screened, **book.confirmed}  # the confirm timing ranks a shape where there is one
-    pinned: set[Shape] = set()
-    while len(book.sustained) < plan.num_sustain + plan.num_sustain_extra:
-        good = [t for t in book.sustained if qualifies(t)]
-        if good and len(book.sustained) >= plan.num_sustain:
+    tried: set[Shape] = set()
+    while len(book.hot) < plan.num_hot + plan.num_hot_extra:
+        good = [t for t in book.hot if qualifies(t)]
+        if good and len(book.hot) >= plan.num_hot:
             break
-        todo = _next_candidates(best.values(), plan, pinned, book.sustained, good)
+        todo = _next_candidates(best.values(), plan, tried, book.hot, good)
         if not todo:
             break
-        pinned.add(todo[0])
-        book.sustained.append(classify_sustained(book.measure(todo[0], SUSTAINED), tel, plan.min_power_frac))
+        tried.add(todo[0])
+        book.hot.append(classify_sustained(book.measure(todo[0], HOT), tel, plan.min_power_frac))
+    ranked = sorted((t for t in book.hot if qualifies(t)), key=lambda t: (-t.mean_tflops, t.shape))
+    for t in ranked[:plan.num_sustain + 1]:  # one spare, should the best fail its full pin
+        final = classify_sustained(book.measure(t.shape, SUSTAINED), tel, plan.min_power_frac)
+        book.sustained.append(final)
+        if sum(1 for x in book.sustained if qualifies(x)) >= plan.num_sustain:
+            break
     good = [t for t in book.sustained if qualifies(t)]
     return max(good, key=lambda t: (t.mean_tflops, t.shape), default=None)
 

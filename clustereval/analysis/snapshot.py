@@ -192,9 +192,9 @@ def _storage(r: NodeReadings, out: Collector, t: Thresholds) -> None:
             out.concern("storage.shared", f"`df {path}` failed: {st.error or f'exit {st.rc}'}",
                         "df must answer", f"storage: is {path} mounted on this node?", subject=path)
     for row in r.shared:
-        label = f"{row.mount}" + (f" ({row.fstype})" if row.fstype else "")
-        if row.path and row.path != row.mount:
-            label += f", holding {row.path}"
+        kind = f", {row.fstype}" if row.fstype else ""
+        label = (f"{row.path} (on {row.mount}{kind})" if row.path and row.path != row.mount
+                 else f"{row.mount}" + (f" ({row.fstype})" if row.fstype else ""))
         if row.use_pct >= t.fullness_pct:
             out.concern("storage.shared", f"{label} {row.use_pct:g}% full ({fmt_bytes(row.avail_bytes)} free of "
                         f"{fmt_bytes(row.size_bytes)})", f">= {t.fullness_pct:g}% full",

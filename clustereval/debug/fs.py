@@ -28,7 +28,7 @@ from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
-from clustereval.transport.factory import make_transport, nodes_of
+from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 DEFAULT_RUNTIME_S = 5
 
@@ -51,8 +51,26 @@ def debug_fs(config: Config, path: str, *, node_name: str | None = None, runtime
     if not posixpath.isabs(path):
         raise UsageError(f"{path}: give the mount as an absolute path", "e.g. clustereval debug fs /fsx")
     path = normalize(path)
-    transport = transport or make_transport(config)
-    node = select_nodes(list(nodes if nodes is not None else nodes_of(config)), node_name, False)[0]
+    def go(t: Transport) -> tuple[FsDebugRecord, RunStore]:
+        return _debug_fs(config, path, t, node_name=node_name, runtime_s=runtime_s, reports_dir=reports_dir,
+                         sample_s=sample_s, progress=progress, file_sizes=file_sizes, ramp_s=ramp_s, nodes=nodes)
+
+    if transport is not None:
+        return go(transport)
+    own = make_transport(config)
+    try:  # closing gives back a Slurm allocation this command asked for
+        return go(own)
+    finally:
+        own.close()
+
+
+def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str | None, runtime_s: int,
+              reports_dir: Path | None, sample_s: float, progress: ProgressFn | None,
+              file_sizes: tuple[int, ...] | None, ramp_s: int, nodes: list[Node] | None
+              ) -> tuple[FsDebugRecord, RunStore]:
+    every = list(nodes if nodes is not None else nodes_of(config, transport))
+    config = with_nodes(config, every, transport)
+    node = select_nodes(every, node_name, False)[0]
     # the user named this mount: it is declared for this workflow's scratch
     cfg = dataclasses.replace(config, shared_paths=tuple(dict.fromkeys([*config.shared_paths, path])))
     name = f"{config.name}-debug-fs"

@@ -28,18 +28,15 @@ from clustereval.records import to_dict
 from clustereval.records.debug import NcclDebugRecord, PairBusbw, TopologyFact
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
-from clustereval.transport.factory import make_transport, nodes_of
+from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 # (ctx, nodes) -> a pairwise record (the network phase's ``run_pairwise``) or its JSON-able dict
 PairwiseHunt = Callable[[RunContext, list[Node]], Any]
 
 
 def _default_hunt(ctx: RunContext, nodes: list[Node]) -> Any:
-    try:
-        from clustereval.phases.pairwise import run_pairwise
-    except ImportError as exc:  # the pairwise phase is not part of this build
-        raise UsageError("the pairwise hunt is not available in this build",
-                         "pass a saved pairwise record with --pairs RUN_DIR/pairwise.record.json") from exc
+    from clustereval.phases.pairwise import run_pairwise
+
     return run_pairwise(ctx, nodes)
 
 
@@ -106,8 +103,22 @@ def debug_nccl(config: Config, *, pairs_file: Path | None = None, snapshot_all: 
                reports_dir: Path | None = None, sample_s: float = DEFAULT_SAMPLE_S,
                progress: ProgressFn | None = None, hunt: PairwiseHunt | None = None,
                transport: Transport | None = None, nodes: list[Node] | None = None) -> tuple[NcclDebugRecord, RunStore]:
-    transport = transport or make_transport(config)
-    nodes = list(nodes if nodes is not None else nodes_of(config))
+    if transport is not None:
+        return _debug_nccl(config, transport, nodes, pairs_file=pairs_file, snapshot_all=snapshot_all,
+                           reports_dir=reports_dir, sample_s=sample_s, progress=progress, hunt=hunt)
+    own = make_transport(config)
+    try:  # closing gives back a Slurm allocation this command asked for
+        return _debug_nccl(config, own, nodes, pairs_file=pairs_file, snapshot_all=snapshot_all,
+                           reports_dir=reports_dir, sample_s=sample_s, progress=progress, hunt=hunt)
+    finally:
+        own.close()
+
+
+def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, *, pairs_file: Path | None,
+                snapshot_all: bool, reports_dir: Path | None, sample_s: float, progress: ProgressFn | None,
+                hunt: PairwiseHunt | None) -> tuple[NcclDebugRecord, RunStore]:
+    nodes = list(nodes if nodes is not None else nodes_of(config, transport))
+    config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     if len(nodes) < 2 and pairs_file is None:
         raise UsageError("the uneven-NCCL workflow needs at least 2 nodes in the cluster config",
                          "list every node in cluster.toml, or pass a saved pairwise record with --pairs")

@@ -32,7 +32,7 @@ from clustereval.phases.gpunode import (
     plan_for,
 )
 from clustereval.phases.workerproc import WorkerProc, is_event
-from clustereval.probes.dcgmi import connection_error, cuda_major, diag_argv, parse_diag
+from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
     GpuMsmf,
@@ -85,6 +85,12 @@ def dcgm_install_plan(os_line: str, cuda: str) -> str:
     return f"{how}; then re-run with `clustereval run --resume RUN_DIR` (or accept the gap)"
 
 
+def dcgm_missing_gap(node: str, os_line: str, cuda: str) -> Gap:
+    return Gap(HealthPhase.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {node}, "
+                                 "so the hardware health check did not run there.",
+               dcgm_install_plan(os_line, cuda), node)
+
+
 class HealthPhase:
     name = "health"
     title = "Hardware health (dcgmi diag -r 2)"
@@ -98,11 +104,16 @@ class HealthPhase:
         plan = plan_for(ctx)
         if plan.cpu:
             rec.status = "skipped"
-            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so `dcgmi diag -r 2` did not run.",
+            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
                                 plan=NO_GPU_PLAN))
             return rec
         results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
         rec.nodes = [r[0] for r in results if r[0] is not None]
+        if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
+            rec.status = "skipped"
+            rec.gaps.append(_no_gpu_gap(self.name, [NodeGpus(n, n.name, error="nvidia-smi is not installed")
+                                                    for n in ctx.nodes]))
+            return rec
         for _, gaps in results:
             rec.gaps += gaps
         if not any(n.ran for n in rec.nodes):
@@ -117,13 +128,12 @@ class HealthPhase:
         os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
         cuda = cuda_major(probe.stdout)
         if "nvidia-smi" not in have:
-            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (`nvidia-smi` is not installed), so "
-                                         "`dcgmi diag -r 2` did not run there.", NO_GPU_PLAN, node.name)]
+            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (nvidia-smi is not installed), so the "
+                                         "hardware health check did not run there.", NO_GPU_PLAN, node.name)]
         nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
         if "dcgmi" not in have:
             nh.errors.append("dcgmi is not installed")
-            return nh, [Gap(self.name, f"DCGM (`dcgmi`) is not installed on {node.name}, so the hardware health "
-                                       "check did not run there.", dcgm_install_plan(os_line, cuda), node.name)]
+            return nh, [dcgm_missing_gap(node.name, os_line, cuda)]
         ctx.progress(self.name, node.name, f"dcgmi diag -r {self.level}", 600.0)
         disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
         if not disc.ok and connection_error(disc.stdout + disc.stderr) and "nv-hostengine" in have:
@@ -134,8 +144,9 @@ class HealthPhase:
             if not disc.ok:
                 why = _last_line(disc.stdout + "\n" + disc.stderr)
                 nh.errors.append(why)
-                return nh, [Gap(self.name, f"DCGM's host engine (`nv-hostengine`) could not be reached on {node.name} "
-                                           f"({why}), so the hardware health check did not run there.",
+                return nh, [Gap(self.name, f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be "
+                                           f"reached on {node.name} ({why}), so the hardware health check did not run "
+                                           "there.",
                                 "run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it "
                                 "on the node, then re-run with `clustereval run --resume RUN_DIR`", node.name)]
             res = ctx.transport.run(node, diag_argv(self.level), timeout_s=1800)
@@ -146,7 +157,8 @@ class HealthPhase:
             nh.errors += report.errors
             if not report.ran:
                 why = "timed out after 30 min" if res.timed_out else _last_line(res.stdout + "\n" + res.stderr)
-                return nh, [Gap(self.name, f"`dcgmi diag -r {self.level}` did not complete on {node.name} ({why}).",
+                return nh, [Gap(self.name, f"[`dcgmi diag -r {self.level}`]({DIAG_URL}) did not complete on "
+                                           f"{node.name} ({why}).",
                                 "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
                                 "and re-run with `clustereval run --resume RUN_DIR`", node.name)]
             return nh, []
@@ -193,6 +205,8 @@ class MatmulPhase:
             return rec
         rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
+        if ctx.stop.is_set():
+            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
@@ -201,7 +215,7 @@ class MatmulPhase:
                 rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
                                     NO_GPU_PLAN, inv.node.name))
         rec.saturated_sm_mhz = saturated_clock(rec)
-        if rec.gaps:
+        if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
         return rec
 
@@ -279,6 +293,9 @@ class NodePass:
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
 
     def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
+        if self.ctx.stop.is_set():
+            raise PassAborted(f"The GPU performance pass on {self.node.name} was interrupted.",
+                              "resume with `clustereval run --resume RUN_DIR`")
         found = self.guard.foreign(own_pids, own)
         if found:
             raise PassAborted(busy_text(self.node, found, what))
@@ -444,12 +461,13 @@ class LemonPhase:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(self.name, invs))
             return rec
+        rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
-        if rec.gaps:
-            rec.status = "partial"
+        if rec.gaps or ctx.stop.is_set():
+            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec
 
     def _node(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> tuple[NodeLemon, list[Gap]]:
@@ -504,6 +522,8 @@ class LemonPhase:
             try:
                 for g in list(todo):
                     if proc.wait_event(is_event("begin", gpu=g), plan.start_timeout_s) is None:
+                        if ctx.stop.is_set():
+                            todo = []
                         break
                     current = g
                     done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
@@ -536,6 +556,8 @@ class LemonPhase:
             finally:
                 proc.kill()
                 proc.save_log()
+            if ctx.stop.is_set():
+                break
             if current is None and todo and not proc.of("begin"):
                 # the worker never reached a GPU: it cannot start at all
                 for g in list(todo):

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
-from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_argv, worker_env
+from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
+from clustereval.phases.tools import publish_source
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -22,9 +23,7 @@ from clustereval.probes.gpu_procs import (
 )
 from clustereval.transport.base import Node
 
-WORKER_SOURCE = Path(__file__).resolve().parent.parent / "workers" / "matmul.py"
 SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
-TOOL_REL = "tools/matmul.py"
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,10 @@ def plan_for(ctx: RunContext) -> MatmulPlan:
     extra = ctx.records.get("_matmul_plan")
     if isinstance(extra, MatmulPlan):
         return extra
-    if ctx.profile.matmul_seconds_per_shape:
-        return MatmulPlan(sustain_s=ctx.profile.matmul_seconds_per_shape)
-    return MatmulPlan()
+    seconds = ctx.profile.matmul_seconds_per_shape
+    if ctx.profile.name == "smoke":  # a rehearsal: the small reference grid, short sustained timings
+        return MatmulPlan(grid="anchors", coarse_budget=64, settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+    return MatmulPlan(sustain_s=seconds) if seconds else MatmulPlan()
 
 
 @dataclass
@@ -98,8 +98,8 @@ def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
     out.gpus = parse_gpu_rows(res.stdout) if res.ok else []
     if not out.gpus:
         why = (res.stderr or res.stdout).strip().splitlines()
-        out.error = "`nvidia-smi` is not installed" if res.rc == 127 else (
-            why[-1][:200] if why else "`nvidia-smi` lists no GPU")
+        out.error = "nvidia-smi is not installed" if res.rc == 127 else (
+            why[-1][:200] if why else "nvidia-smi lists no GPU")
     return out
 
 
@@ -137,10 +137,11 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 
 
 def copy_tool(ctx: RunContext) -> str:
-    """The worker's exact source (and the search it imports) into the raw folder; the report links it."""
-    ctx.raw(TOOL_REL, WORKER_SOURCE.read_text())
+    """The worker's exact source (and the search it imports, beside it) into the raw folder; the
+    report links it. Returns the path inside the raw folder."""
+    link = publish_source(ctx, "clustereval.workers.matmul")
     ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
-    return TOOL_REL
+    return link.removeprefix(f"{ctx.store.raw_rel}/")
 
 
 def launch(ctx: RunContext, node: Node, plan: MatmulPlan, mode: str, args: list[str], log_rel: str) -> WorkerProc:
@@ -163,14 +164,15 @@ class LoadSet:
 
     def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, log_dir: str) -> None:
         self.ctx, self.inv, self.plan, self.log_dir = ctx, inv, plan, log_dir
-        self.scratch = f"{node_scratch(ctx)}/matmul"
+        self.scratch = ""
         self.procs: dict[int, WorkerProc] = {}
         self.stop_files: dict[int, str] = {}
         self._pids: set[int] = set()
         self._made_dir = False
 
     def _stop_file(self, gpu: int) -> str:
-        if not self._made_dir:
+        if not self._made_dir:  # in the run's recorded node-local folder, which the run clears
+            self.scratch = f"{ensure_node_scratch(self.ctx, self.inv.node)}/matmul"
             self.ctx.transport.run(self.inv.node, ["mkdir", "-p", self.scratch], timeout_s=60)
             self._made_dir = True
         return f"{self.scratch}/stop-gpu{gpu}-{next(_counter)}"

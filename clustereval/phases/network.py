@@ -37,7 +37,7 @@ MIN_BYTES = 32 * KIB
 CPU_MAX_BYTES = 4 * MIB  # gloo over loopback / TCP: small payloads only
 CONNECTIVITY_TIMEOUT_S = 300
 SWEEP_TIMEOUT_S = 1800
-NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET"}
+NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET,P2P,SHM,NVLS"}
 WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
 TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
 
@@ -139,7 +139,10 @@ def sweep_from(res: LaunchResult, scope: str, backend: str, requested_max: int) 
                        algbw_gb_s=float(e["algbw_gb_s"]), busbw_gb_s=float(e["busbw_gb_s"]),
                        iterations=int(e.get("iterations", 0)), method=e.get("method", ""),
                        check_ok=bool(e.get("check_ok", True)))
-        (sweep.blocking_rows if e.get("mode") == "blocking" else sweep.rows).append(row)
+        if e.get("mode") == "blocking":
+            sweep.blocking_rows.append(row)
+        elif e.get("mode") == "back-to-back":
+            sweep.rows.append(row)
     sweep.max_bytes_fit = max((r.payload_bytes for r in sweep.rows), default=0)
     for e in res.of("fit"):
         sweep.max_bytes_fit = int(e.get("max_bytes", sweep.max_bytes_fit))

@@ -21,18 +21,22 @@ class Need:
     dnf: str
     why: str
     fallback: str  # what the eval does without it
+    url: str  # the tool's own documentation: the report links a tool where it first names it
     gpu_only: bool = False
 
 
 NEEDS = (
     Need("fio", "fio", "fio", "the storage scans",
-         "the storage section has no `fio` figures for that node"),
+         "the storage section has no `fio` figures for that node", "https://github.com/axboe/fio"),
     Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate",
-         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`"),
+         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
+         "https://manpages.debian.org/bookworm/infiniband-diags/ibstat.8.en.html"),
     Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)",
-         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`"),
+         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
+         "https://man7.org/linux/man-pages/man8/rdma.8.html"),
     Need("dcgmi", "datacenter-gpu-manager-4-cuda{cuda}", "datacenter-gpu-manager-4-cuda{cuda}",
-         "`dcgmi diag -r 2` hardware health", "the hardware health pass cannot run", gpu_only=True),
+         "`dcgmi diag -r 2` hardware health", "the hardware health pass cannot run",
+         "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html", gpu_only=True),
 )
 
 # Probe script: fixed names only, no user data reaches the shell.
@@ -73,7 +77,7 @@ class PackagesPhase:
                 if need.binary in np_.missing:
                     plan = self._plan(need, np_, record.enabled)
                     record.gaps.append(Gap(phase=self.name, node=np_.node,
-                                           text=f"`{need.binary}` is missing on {np_.node}, so {need.fallback}.",
+                                           text=f"[`{need.binary}`]({need.url}) is missing on {np_.node}, so {need.fallback}.",
                                            plan=plan))
         if any(n.errors for n in record.nodes):
             record.status = "partial"

@@ -45,16 +45,20 @@ def _short(names: list[str], limit: int = 8) -> str:
     return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
-def checklist(config: Config, transport_desc: str) -> list[ChecklistItem]:
-    """The seed's "Ask now, not later" rows, from the config alone (GPUs may be detected later)."""
+def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
+    """The seed's "Ask now, not later" rows, from the config and the node list (GPUs may be
+    detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's."""
     items: list[ChecklistItem] = []
-    multi = config.multi_node
+    names = [n.name for n in nodes] if nodes is not None else list(config.nodes)
+    multi = len(names) >= 2
     exec_value = {"local": "local exec on this machine"}.get(config.access, transport_desc)
     items.append(ChecklistItem("How to exec on a node", True, exec_value))
-    items.append(ChecklistItem("All node identities", bool(config.nodes),
-                               f"{len(config.nodes)}: {_short(list(config.nodes))}",
+    items.append(ChecklistItem("All node identities", bool(names), f"{len(names)}: {_short(names)}",
                                'list every node in cluster.toml: nodes = ["gpu-a", "gpu-b"]'))
-    if multi:
+    if multi and config.access == "slurm":
+        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", True,
+                                   "the allocation's nodes and the address each reports (scontrol show hostnames)"))
+    elif multi:
         known = len(config.hosts) == len(config.nodes)
         value = (f"{config.hostfile} ({len(config.hosts)} addresses; rendezvous at {config.hosts[0].address})"
                  if config.hosts else "")
@@ -122,16 +126,17 @@ class Preflight:
         self.cfg = ctx.config
         self.nodes = ctx.nodes
         self.python = ctx.config.eval_python or "python3"
+        self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
                                    nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
         self._lock = threading.Lock()
 
     def run(self) -> PreflightRecord:
         rec = self.rec
-        rec.checklist = checklist(self.cfg, self.ctx.transport.describe())
+        rec.checklist = checklist(self.cfg, self.ctx.transport.describe(), self.nodes)
         rec.missing = [c.need for c in rec.checklist if c.required and not c.known and c.need != "GPUs per node"]
-        if self.cfg.multi_node and self.cfg.hosts:
-            rec.rendezvous = f"{self.cfg.hosts[0].address}:{self.cfg.rdzv_port}"
+        if self.multi:
+            rec.rendezvous = f"{self.nodes[0].address}:{self.cfg.rdzv_port}"
         if rec.missing:
             rec.status = "failed"
             for item in rec.checklist:
@@ -141,7 +146,7 @@ class Preflight:
         steps = [self._reach, self._node_facts]
         if self.cfg.access == "slurm":
             steps.insert(0, self._allocation)
-        if self.cfg.multi_node:
+        if self.multi:
             steps += [self._tcp, self._gloo]
         for step in steps:
             if not step():
@@ -217,25 +222,26 @@ class Preflight:
 
     # -- 2. what each node has (one round trip per node) --------------------------------------
     def _node_facts(self) -> bool:
-        endpoint = self.cfg.hosts[0].address if self.cfg.hosts else self.nodes[0].address
+        endpoint = self.nodes[0].address
         paths = [self.cfg.local_scratch, *self.cfg.shared_paths]
         self.facts: dict[str, NodeFacts] = {}
         probes: dict[str, NodeProbe] = {}
-        self._progress("all nodes", "GPUs, scratch paths" + (", rendezvous facts" if self.cfg.multi_node else "")
+        self._progress("all nodes", "GPUs, scratch paths" + (", rendezvous facts" if self.multi else "")
                        + ", NCCL environment")
 
         def one(node: Node) -> None:
             argv = node_probe_argv(self.python, endpoint, paths, gpus=self.cfg.gpus_per_node is None,
-                                   facts=self.cfg.multi_node, env=node.index == 0)
+                                   facts=self.multi, env=node.index == 0)
             try:
                 res = self._run(node, argv, timeout_s=60)
             except TransportError as exc:
                 self._probe(ProbeResult("ssh", node.name, False, exc.message))
                 self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
                 return
-            probes[node.name] = parse_node_probe(res.stdout)
-            if probes[node.name].facts is not None:
-                self.facts[node.name] = probes[node.name].facts
+            probe = parse_node_probe(res.stdout)
+            probes[node.name] = probe
+            if probe.facts is not None:
+                self.facts[node.name] = probe.facts
 
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
         self._gpus({n: p.gpus for n, p in probes.items() if p.gpus is not None},
@@ -283,7 +289,7 @@ class Preflight:
     def _tcp(self) -> bool:
         cfg = self.cfg
         first = self.nodes[0]
-        endpoint, port = cfg.hosts[0].address, cfg.rdzv_port
+        endpoint, port = self.nodes[0].address, cfg.rdzv_port
         peers = threading.Thread(target=self._peer_ssh, daemon=True)
         peers.start()
         try:

@@ -299,11 +299,15 @@ class Scratch:
 
 def scratch_for(ctx) -> Scratch:  # noqa: ANN001 - RunContext; imported lazily to keep layers one-way
     """The run's one ``Scratch`` (every phase shares it, so its bookkeeping has one lock)."""
-    found = ctx.records.get("_scratch")
-    if not isinstance(found, Scratch):
-        found = Scratch(ctx.config, ctx.transport, ctx.store)
-        ctx.records["_scratch"] = found
-    return found
+    with _SCRATCH_FOR_LOCK:  # called from parallel per-node threads: two Scratch objects would lose areas
+        found = ctx.records.get("_scratch")
+        if not isinstance(found, Scratch):
+            found = Scratch(ctx.config, ctx.transport, ctx.store)
+            ctx.records["_scratch"] = found
+        return found
+
+
+_SCRATCH_FOR_LOCK = threading.Lock()
 
 
 def _int(text: str) -> int:

@@ -58,6 +58,7 @@ class StoragePhase:
         self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
         self.fio = fio
         self.concurrent_bytes = concurrent_bytes
+        self._write_bytes_s = 0.0  # last write rate measured: estimates how long laying out read files takes
 
     def applies(self, ctx: RunContext) -> bool:
         return True
@@ -207,31 +208,43 @@ class StoragePhase:
         total_runs = total_runs or len(self.file_sizes) * len(fio_probe.OPS)
         n = first_run
         t0 = time.monotonic()
-        for size in self.file_sizes:
-            for rw in fio_probe.OPS:
-                if ctx.stop.is_set():
-                    return scan
-                n += 1
-                left = (total_runs - n + 1) * (runtime + ramp)
-                ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
-                                                   f"(run {n} of {total_runs})", left)
-                cell = self._one_run(ctx, node, area, workdir, scan.mount, size, rw, left)
-                scan.cells.append(cell)
-                if cell.error == "interrupted":
-                    return scan
-                if scan.leftover_bytes_after_first_run < 0:
-                    # fio's --unlink=1 should leave nothing; check after the first run, not after the sweep
-                    scan.leftover_bytes_after_first_run = scratch_for(ctx).file_bytes(node, workdir)
-                    if scan.leftover_bytes_after_first_run > 0:
-                        ctx.progress(self.name, node.name,
-                                     f"{workdir} holds {scan.leftover_bytes_after_first_run} bytes of files after "
-                                     "the first run; they go to trash with the rest", None)
+        plan = [(size, rw) for size in self.file_sizes for rw in fio_probe.OPS]
+        for i, (size, rw) in enumerate(plan):
+            if ctx.stop.is_set():
+                return scan
+            n += 1
+            left = self._time_left(plan[i:], total_runs - n + 1, runtime + ramp)
+            after = self._time_left(plan[i + 1:], total_runs - n, runtime + ramp)
+            ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
+                                               f"(run {n} of {total_runs})", left)
+            cell = self._one_run(ctx, node, area, workdir, scan.mount, size, rw, left, after)
+            scan.cells.append(cell)
+            if rw == "write" and not cell.error and cell.bw_mib_s > 0:
+                self._write_bytes_s = cell.bw_mib_s * 2**20
+            if cell.error == "interrupted":
+                return scan
+            if scan.leftover_bytes_after_first_run < 0:
+                # fio's --unlink=1 should leave nothing; check after the first run, not after the sweep
+                scan.leftover_bytes_after_first_run = scratch_for(ctx).file_bytes(node, workdir)
+                if scan.leftover_bytes_after_first_run > 0:
+                    ctx.progress(self.name, node.name,
+                                 f"{workdir} holds {scan.leftover_bytes_after_first_run} bytes of files after "
+                                 "the first run; they go to trash with the rest", None)
         scan.seconds = round(time.monotonic() - t0, 1)
         scan.complete = all(not c.error for c in scan.cells) and len(scan.cells) == len(self.file_sizes) * 2
         return scan
 
+    def _time_left(self, this_scan: list[tuple[int, str]], runs_left: int, per_run_s: float) -> float:
+        """Timed IO of every run left, plus laying out the files of this scan's read runs (16 files of
+        the run's size each) at the last write rate measured, when there is one."""
+        layout = 0.0
+        if self._write_bytes_s > 0:
+            layout = sum(fio_probe.bytes_written_at_once(size) for size, rw in this_scan if rw == "read")
+            layout /= self._write_bytes_s
+        return runs_left * per_run_s + layout
+
     def _one_run(self, ctx: RunContext, node: Node, area: ScratchArea, workdir: str, mount: str, size: int,
-                 rw: str, left_s: float) -> FioCell:
+                 rw: str, left_s: float, after_s: float = 0.0) -> FioCell:
         runtime, ramp = ctx.profile.fio_runtime_s, ctx.profile.fio_ramp_s
         argv = fio_probe.fio_argv(workdir, size, rw, runtime, fio=self.fio, ramp_s=ramp)
         pidfile = posixpath.join(area.path, "fio.pid")
@@ -260,7 +273,7 @@ class StoragePhase:
                     last_note = time.monotonic()
                     spent = last_note - t0
                     ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {mount}: "
-                                                       f"{spent:.0f} s in", max(left_s - spent, 0.0))
+                                                       f"{spent:.0f} s in", max(left_s - spent, after_s))
         except KeyboardInterrupt:
             self._stop_fio(ctx, node, pidfile)
             worker.join(30)

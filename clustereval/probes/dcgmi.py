@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from clustereval.records.compute import DiagResult
 
+DIAG_URL = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
 RESULTS = ("Pass", "Fail", "Skip", "Warn")
 MESSAGE_KINDS = ("Warning", "Error", "Info")
 

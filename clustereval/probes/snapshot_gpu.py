@@ -1,17 +1,17 @@
-"""nvidia-smi parsers for the snapshot: ``--query-gpu`` CSV, ``-q``, ``topo -m``, ``nvlink -s``,
-``--query-compute-apps``. Pure: text in, dataclasses out.
+"""nvidia-smi readings for the snapshot, from the environment's nvidia-smi parsers. Pure.
 
-Snapshot-specific for now; the environment phase's nvidia-smi parsers are the general ones and
-these fold into them where they overlap.
+The parsing itself lives in ``nvsmi_query`` / ``nvsmi_q`` / ``nvsmi_nvlink`` / ``nvsmi_topo``;
+this module only turns their results into the snapshot's records, keeping "not reported" (None)
+apart from zero, which the thresholds need.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass, field
 
+from clustereval.probes import nvsmi_nvlink, nvsmi_q, nvsmi_query, nvsmi_topo
+from clustereval.probes._text import integer, is_absent, number
 from clustereval.records.snapshot import (
     GpuDetail,
     GpuNvlinks,
@@ -21,19 +21,6 @@ from clustereval.records.snapshot import (
     TopoLink,
     Topology,
 )
-
-
-def _num(text: str) -> float | None:
-    """The first number in a cell (``"700.00 W"`` -> 700.0); None for N/A, [N/A], Not Supported."""
-    m = re.search(r"-?\d+(?:\.\d+)?", text or "")
-    if not m or "n/a" in text.lower() or "not supported" in text.lower():
-        return None
-    return float(m.group())
-
-
-def _int(text: str) -> int | None:
-    v = _num(text)
-    return int(v) if v is not None else None
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -50,56 +37,39 @@ def normalize_bus_id(bus_id: str) -> str:
     return ":".join(parts)
 
 
-_HEADER_ALIASES = {
-    "clocks.current.sm": "clocks.sm",
-    "clocks_event_reasons.active": "clocks_throttle_reasons.active",
-    "clocks_event_reasons.hw_slowdown": "clocks_throttle_reasons.hw_slowdown",
-    "clocks.max.memory": "clocks.max.mem",
-}
+def _num(cell: str | None) -> float | None:
+    return number(cell or "")
 
 
-def _header_key(cell: str) -> str:
-    key = re.sub(r"\s*\[.*?\]\s*$", "", cell.strip())
-    return _HEADER_ALIASES.get(key, key)
-
-
-def _csv_rows(text: str) -> tuple[list[str], list[list[str]]]:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
-    rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
-    if not rows:
-        return [], []
-    return [_header_key(c) for c in rows[0]], rows[1:]
+def _int(cell: str | None) -> int | None:
+    return integer(cell or "")
 
 
 def parse_query_gpu(text: str) -> list[GpuQuery]:
-    """``--format=csv`` output with its header line (units in the header are dropped)."""
-    header, rows = _csv_rows(text)
-    if "index" not in header:
-        return []
+    """``--query-gpu ... --format=csv`` rows (header with units); None where the driver said N/A."""
     gpus: list[GpuQuery] = []
-    for row in rows:
-        cell = dict(zip(header, (c.strip() for c in row), strict=False))
-        idx = _int(cell.get("index", ""))
+    for cell in nvsmi_query.csv_rows(text):
+        idx = _int(cell.get("index"))
         if idx is None:
             continue
-        mask_text = cell.get("clocks_throttle_reasons.active", "")
-        mask = int(mask_text, 16) if re.fullmatch(r"0x[0-9a-fA-F]+", mask_text or "") else None
+        mask_text = (cell.get("clocks_throttle_reasons.active") or "").strip()
+        mask = int(mask_text, 16) if re.fullmatch(r"0x[0-9a-fA-F]+", mask_text) else None
         gpus.append(GpuQuery(
             index=idx, name=cell.get("name", ""), uuid=cell.get("uuid", ""),
             pci_bus_id=cell.get("pci.bus_id", ""), driver_version=cell.get("driver_version", ""),
-            temperature_c=_num(cell.get("temperature.gpu", "")),
-            clocks_sm_mhz=_num(cell.get("clocks.sm", "")),
-            clocks_max_sm_mhz=_num(cell.get("clocks.max.sm", "")),
+            temperature_c=_num(cell.get("temperature.gpu")),
+            clocks_sm_mhz=_num(cell.get("clocks.sm")),
+            clocks_max_sm_mhz=_num(cell.get("clocks.max.sm")),
             clock_event_mask=mask,
-            pcie_gen_current=_int(cell.get("pcie.link.gen.current", "")),
-            pcie_gen_max=_int(cell.get("pcie.link.gen.max", "")),
-            pcie_width_current=_int(cell.get("pcie.link.width.current", "")),
-            pcie_width_max=_int(cell.get("pcie.link.width.max", "")),
-            ecc_uncorrected_volatile=_int(cell.get("ecc.errors.uncorrected.volatile.total", "")),
-            power_draw_w=_num(cell.get("power.draw", "")),
-            power_limit_w=_num(cell.get("power.limit", "")),
-            memory_total_mib=_num(cell.get("memory.total", "")),
-            utilization_pct=_num(cell.get("utilization.gpu", "")),
+            pcie_gen_current=_int(cell.get("pcie.link.gen.current")),
+            pcie_gen_max=_int(cell.get("pcie.link.gen.max")),
+            pcie_width_current=_int(cell.get("pcie.link.width.current")),
+            pcie_width_max=_int(cell.get("pcie.link.width.max")),
+            ecc_uncorrected_volatile=_int(cell.get("ecc.errors.uncorrected.volatile.total")),
+            power_draw_w=_num(cell.get("power.draw")),
+            power_limit_w=_num(cell.get("power.limit")),
+            memory_total_mib=_num(cell.get("memory.total")),
+            utilization_pct=_num(cell.get("utilization.gpu")),
         ))
     return gpus
 
@@ -111,164 +81,81 @@ class SmiQ:
     gpus: list[GpuDetail] = field(default_factory=list)
 
 
-_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
-_HEAD = re.compile(r"^(\s*)(\S.*?)\s*$")
-
-
-def _nested(block: list[str]) -> list[tuple[tuple[str, ...], str]]:
-    """Indented ``key : value`` lines as (path of headings, value) pairs."""
-    out: list[tuple[tuple[str, ...], str]] = []
-    stack: list[tuple[int, str]] = []
-    for line in block:
-        if not line.strip():
-            continue
-        m = _KV.match(line)
-        if m:
-            indent = len(m.group(1))
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            out.append((tuple(s for _, s in stack) + (m.group(2).strip(),), m.group(3)))
-            continue
-        h = _HEAD.match(line.rstrip(" :"))
-        if h:
-            indent = len(h.group(1))
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            stack.append((indent, h.group(2).strip()))
-    return out
-
-
 def _yes(value: str) -> bool:
     return value.strip().lower() in ("yes", "true", "active")
 
 
+def _section(q: nvsmi_q.QGpu, *names: str) -> dict:
+    for name in names:
+        node = q.fields.get(name)
+        if isinstance(node, dict):
+            return node
+    return {}
+
+
+def _detail(q: nvsmi_q.QGpu) -> GpuDetail:
+    d = GpuDetail(bus_id=q.bus_id, name=q.product_name)
+    d.clock_events_active = [r for r in q.clock_event_reasons() if r != "Idle"]
+    counters = _section(q, "Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters")
+    d.clock_event_counters_us = {k: v for k, v in ((k, _int(v)) for k, v in counters.items()
+                                                   if isinstance(v, str)) if v is not None}
+    d.ecc_volatile_uncorrectable = q.ecc_uncorrectable("Volatile")
+    d.ecc_aggregate_uncorrectable = q.ecc_uncorrectable("Aggregate")
+    ecc = _section(q, "ECC Errors")
+    d.repair_flags = [k for k in ("Channel Repair Pending", "TPC Repair Pending", "Unrepairable Memory")
+                      if isinstance(ecc.get(k), str) and _yes(ecc[k])]
+    rows = _section(q, "Remapped Rows")
+    if rows:
+        unc = rows.get("Uncorrectable Error", "")
+        d.remapped_uncorrectable = _int(unc) if isinstance(unc, str) else None
+        d.remap_pending = _yes(q.get("Remapped Rows", "Pending"))
+        d.remap_failure = _yes(q.get("Remapped Rows", "Remapping Failure Occurred"))
+    d.fabric_state = q.get("Fabric", "State")
+    d.fabric_status = q.get("Fabric", "Status")
+    link = ("PCI", "GPU Link Info")
+    d.pcie_gen_current = _int(q.get(*link, "PCIe Generation", "Current"))
+    d.pcie_gen_max = _int(q.get(*link, "PCIe Generation", "Max"))
+    d.pcie_width_current = _int(q.get(*link, "Link Width", "Current"))
+    d.pcie_width_max = _int(q.get(*link, "Link Width", "Max"))
+    d.temperature_c = q.num("Temperature", "GPU Current Temp")
+    return d
+
+
 def parse_smi_q(text: str) -> SmiQ:
-    result = SmiQ()
-    blocks: list[tuple[str, list[str]]] = []
-    current: list[str] | None = None
-    for line in text.splitlines():
-        m = re.match(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$", line)
-        if m:
-            current = []
-            blocks.append((m.group(1), current))
-            continue
-        if current is None:
-            kv = _KV.match(line)
-            if kv and kv.group(2).strip() == "Driver Version":
-                result.driver_version = kv.group(3)
-            elif kv and kv.group(2).strip() == "CUDA Version":
-                result.cuda_version = kv.group(3)
-        else:
-            current.append(line)
-    for bus, block in blocks:
-        result.gpus.append(_gpu_detail(bus, block))
-    return result
-
-
-def _gpu_detail(bus: str, block: list[str]) -> GpuDetail:
-    g = GpuDetail(bus_id=bus)
-    for path, value in _nested(block):
-        top, leaf = path[0], path[-1]
-        if path == ("Product Name",):
-            g.name = value
-        elif top == "Clocks Event Reasons" or top == "Clocks Throttle Reasons":
-            if len(path) >= 2 and value.strip() == "Active" and leaf != "Idle":
-                g.clock_events_active.append(leaf)
-        elif top in ("Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters"):
-            us = _int(value)
-            if us is not None:
-                g.clock_event_counters_us[leaf] = us
-        elif top == "ECC Errors" and len(path) >= 3 and "Uncorrectable" in leaf:
-            n = _int(value) or 0
-            if path[1] == "Volatile":
-                g.ecc_volatile_uncorrectable += n
-            elif path[1] == "Aggregate":
-                g.ecc_aggregate_uncorrectable += n
-        elif top == "ECC Errors" and leaf in ("Channel Repair Pending", "TPC Repair Pending",
-                                              "Unrepairable Memory") and _yes(value):
-            g.repair_flags.append(leaf)
-        elif top == "Remapped Rows":
-            if leaf == "Uncorrectable Error" and len(path) == 2:
-                g.remapped_uncorrectable = _int(value)
-            elif leaf == "Pending":
-                g.remap_pending = _yes(value)
-            elif leaf == "Remapping Failure Occurred":
-                g.remap_failure = _yes(value)
-        elif top == "Fabric" and len(path) == 2:
-            if leaf == "State":
-                g.fabric_state = value
-            elif leaf == "Status":
-                g.fabric_status = value
-        elif top == "PCI" and "GPU Link Info" in path:
-            if "PCIe Generation" in path and leaf in ("Current", "Max"):
-                setattr(g, f"pcie_gen_{leaf.lower()}", _int(value))
-            elif "Link Width" in path and leaf in ("Current", "Max"):
-                setattr(g, f"pcie_width_{leaf.lower()}", _int(value))
-        elif top == "Temperature":
-            if leaf == "GPU Current Temp":
-                g.temperature_c = _num(value)
-            elif leaf == "GPU Slowdown Temp":
-                g.slowdown_temp_c = _num(value)
-    return g
+    report = nvsmi_q.parse(text)
+    return SmiQ(driver_version=report.driver_version, cuda_version=report.cuda_version,
+                gpus=[_detail(q) for q in report.gpus])
 
 
 def parse_nvlink_status(text: str) -> list[GpuNvlinks]:
     """``nvidia-smi nvlink -s``: every GPU's links with their speed (None when inactive)."""
-    gpus: list[GpuNvlinks] = []
-    for line in text.splitlines():
-        m = re.match(r"^GPU (\d+):", line)
-        if m:
-            gpus.append(GpuNvlinks(gpu=int(m.group(1))))
-            continue
-        m = re.match(r"^\s+Link (\d+):\s*(.*?)\s*$", line)
-        if m and gpus:
-            value = m.group(2)
-            speed = None if "inactive" in value.lower() else _num(value)
-            gpus[-1].links.append(NvlinkLink(link=int(m.group(1)), gb_s=speed, raw=value))
-    return gpus
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+    return [GpuNvlinks(gpu=g.index, links=[NvlinkLink(link=n, gb_s=speed) for n, speed in g.speeds_gb_s.items()])
+            for g in nvsmi_nvlink.parse(text)]
 
 
 def parse_topo(text: str) -> Topology:
-    lines = [_ANSI.sub("", ln).rstrip() for ln in text.splitlines() if not ln.startswith("$ ")]
-    header_at = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0\b", ln)), None)
-    topo = Topology()
-    if header_at is None:
-        return topo
-    cols = [c for c in re.split(r"\t+|\s{2,}", lines[header_at].strip()) if c]
-    devs = [c for c in cols if re.fullmatch(r"(GPU|NIC|mlx|rdma|efa)\S*", c)]
-    for ln in lines[header_at + 1:]:
-        if not ln.strip() or ln.startswith("Legend"):
-            break
-        cells = [c.strip() for c in ln.split("\t")]
-        if len(cells) < 2:
-            cells = ln.split()
-        row = cells[0]
-        values = cells[1:1 + len(devs)]
-        if row.startswith("GPU"):
-            topo.gpus.append(row)
-        else:
-            topo.nics.append(row)
-        for dev, val in zip(devs, values, strict=False):
-            if dev == row or val == "X":
-                continue
-            a, b = sorted((row, dev))
-            if not any(t.a == a and t.b == b for t in topo.links):
-                topo.links.append(TopoLink(a=a, b=b, kind=val))
-    return topo
+    """``nvidia-smi topo -m`` as the snapshot's record (one entry per unordered device pair)."""
+    topo = nvsmi_topo.parse(text)
+    nics = [topo.nic_legend.get(n, n) for n in topo.nics]
+    out = Topology(gpus=list(topo.gpus), nics=nics)
+    seen: set[tuple[str, str]] = set()
+    for (a, b), kind in topo.links.items():
+        if a == b or kind.strip() == "X":
+            continue
+        key = (a, b) if a < b else (b, a)
+        if key not in seen:
+            seen.add(key)
+            out.links.append(TopoLink(a=key[0], b=key[1], kind=kind))
+    return out
 
 
 def parse_compute_apps(text: str) -> list[GpuProcess]:
-    header, rows = _csv_rows(text)
     procs: list[GpuProcess] = []
-    for row in rows:
-        cell = dict(zip(header, (c.strip() for c in row), strict=False))
-        pid = _int(cell.get("pid", ""))
+    for cell in nvsmi_query.csv_rows(text):
+        pid = _int(cell.get("pid"))
         if pid is None:
             continue
+        mem = cell.get("used_memory", "")
         procs.append(GpuProcess(pid=pid, name=cell.get("process_name", ""),
-                                used_mib=_num(cell.get("used_gpu_memory", cell.get("used_memory", ""))),
-                                gpu_uuid=cell.get("gpu_uuid", "")))
+                                used_mib=None if is_absent(mem) else _num(mem), gpu_uuid=cell.get("gpu_uuid", "")))
     return procs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clustereval.probes._text import size_bytes
 from clustereval.records.snapshot import CpuTimes, DfRow, LustreTarget, RdmaPort
 
 # ---- CPU ---------------------------------------------------------------------------------
@@ -46,15 +47,11 @@ def parse_governors(text: str) -> dict[str, int]:
 # ---- filesystems -------------------------------------------------------------------------
 
 
-_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50, "E": 2**60}
-
-
 def _size(cell: str) -> int:
     """``df`` size cell in bytes: ``270553174016`` (-B1) or ``256G`` / ``1.5T`` (-h, powers of 1024)."""
-    m = re.fullmatch(r"(\d+(?:[.,]\d+)?)([KMGTPE]?)", cell.strip())
-    if not m:
+    if not re.fullmatch(r"\d+(?:\.\d+)?[KMGTPE]?", cell.strip()):
         raise ValueError(cell)
-    return int(float(m.group(1).replace(",", ".")) * _SUFFIX[m.group(2)])
+    return size_bytes(cell)
 
 
 def parse_df(text: str) -> list[DfRow]:

@@ -47,10 +47,10 @@ def _convert(tp: Any, value: Any) -> Any:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return _convert(args[0], value)
-        for arg in args:  # first that fits
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return _convert(options[0], value)
+        for arg in options:  # first that fits
             try:
                 return _convert(arg, value)
             except (TypeError, ValueError, KeyError):

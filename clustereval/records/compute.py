@@ -98,10 +98,16 @@ class SearchSummary:
     shapes_tried: int = 0  # distinct shapes timed
     num_screened: int = 0
     num_confirmed: int = 0
-    num_sustained: int = 0
+    num_hot: int = 0  # large shapes held at full power one after another
+    num_sustained: int = 0  # ... of which pinned for the full sustained timing
     mamf: ShapeTiming | None = None
     msmf: ShapeTiming | None = None
-    sustained: list[ShapeTiming] = field(default_factory=list)  # every pinned candidate, labels included
+    sustained: list[ShapeTiming] = field(default_factory=list)  # every hot and pinned timing, labels included
+    screen_min_iters: int = 0  # what each stage timed at least (the worker's rules, for the report)
+    confirm_min_iters: int = 0
+    confirm_min_s: float = 0.0
+    burst_duty: float = 1.0  # fraction of the burst timings the GPU computed (it idled the rest)
+    hot_s: float = 0.0  # how long each hot shape was timed
     burst_s: float = 0.0  # screen + refine + confirm
     sustain_s: float = 0.0
     total_s: float = 0.0
@@ -186,4 +192,5 @@ class NodeLemon:
 class LemonRecord(PhaseRecord):
     size: int = 16384
     dtype: str = "bfloat16"
+    tool_rel: str = ""  # the worker's source in the raw folder (its lemon mode ran)
     nodes: list[NodeLemon] = field(default_factory=list)

@@ -14,6 +14,7 @@ from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
 from clustereval.analysis.specs import lookup_gpu
+from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
 from clustereval.report.markdown import Document
@@ -110,8 +111,9 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
         return SectionResult()
     result = SectionResult()
     for rec in (health, mm, lemon):
-        if rec is not None:
-            result.gaps += rec.gaps
+        for gap in (rec.gaps if rec is not None else []):
+            if all(g.text != gap.text for g in result.gaps):  # "no GPU" is said once, not per phase
+                result.gaps.append(gap)
     facts = _facts(view, mm, lemon)
     spec = _spec(facts)
     ran_health = bool(health and any(n.ran for n in health.nodes))
@@ -127,7 +129,9 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
         _benchmarks(doc, mm, spec, facts, result)
     if lemon and lemon.nodes:
         _lemon(doc, lemon, result)
-    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec)
+    env = view.get("environment")
+    asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
+    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
     render_gaps(doc, result.gaps)
     return result
 
@@ -159,9 +163,11 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
     doc.para(" ".join(parts))
     items = []
     if ran_health:
-        items.append("`dcgmi diag -r 2` — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
+        items.append(f"[`dcgmi diag -r 2`]({DIAG_URL}) — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
                      "and software checks, GPU memory, memory bandwidth and PCIe, on every GPU of every node.")
-    tool = f"[`matmul.py`]({view.raw_rel}/{mm.tool_rel})" if mm and mm.tool_rel else "`matmul.py`"
+    lemon = view.get("lemon")
+    tool_rel = (mm.tool_rel if mm and mm.tool_rel else "") or getattr(lemon, "tool_rel", "")
+    tool = f"[`matmul.py`]({view.raw_rel}/{tool_rel})" if tool_rel else "`matmul.py`"
     if ran_mm:
         items.append(f"{tool} — our matmul worker: times many **matmul shapes** (M×N×K) on GPU0 to find the fastest, "
                      "then measures the sustainable winner on every other GPU, each while all the others run a "
@@ -253,10 +259,19 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     loaded = "" if single_gpu else ", while every other GPU of the node ran a continuous matmul"
     text = ("Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
             "**matmul shape**, the M×N×K dimensions (an M×K matrix times a K×N matrix), so `matmul.py` searches for "
-            f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: each shape briefly, the "
-            f"{search.num_confirmed} fastest again with the full timing (every matmul preceded by a cache flush), and "
-            f"{search.num_sustained} of the fastest large shapes pinned for {mm.settle_s:g} s and then timed for "
-            f"{mm.sustain_s:g} s each, long enough for the board to reach its power limit{loaded}.")
+            f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: every shape briefly"
+            + (f" (at least {search.screen_min_iters} timed iterations)" if search.screen_min_iters else "")
+            + f", the {search.num_confirmed} fastest shapes again"
+            + (f" for at least {search.confirm_min_iters} timed iterations and {search.confirm_min_s * 1e3:.0f} ms"
+               if search.confirm_min_iters else " for longer")
+            + (f", the {search.num_hot} fastest large shapes held at full power one after another for "
+               f"{search.hot_s:g} s each" if search.num_hot and search.hot_s else "")
+            + f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
+            f"enough for the board to reach its power limit{loaded}. Each timed matmul follows an overwrite of the "
+            "L2 cache and a re-randomised output matrix, and is timed alone."
+            + (f" In the brief and the full timings the GPU idles after every matmul for as long as it computed "
+               f"({search.burst_duty:.0%} duty), so the board stays under its power limit and the clock at boost; "
+               "the held and pinned shapes run back to back at the power limit." if search.burst_duty < 1 else ""))
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
                  "node ran a continuous matmul.")
@@ -295,30 +310,39 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
     doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
-             "measured while it ran.")
+             "measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
+             "The MSMF shape is the M×N×K that won the sustained regime.")
     rows = []
+    missing = []
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
             t = first.get(g.gpu)
             name = _gpu_name(n, g.gpu, multi)
-            if t is None:
-                rows.append([name, "dead" if g.gpu in n.dead else "", "", "", ""])
+            if t is None:  # no measurement: a sentence below says why, the table holds numbers only
+                why = g.errors[-1] if g.errors else "no result"
+                missing.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
+                               f"twice ({why}).")
                 continue
             value = round(t.mean_tflops)
             rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
     headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
-    doc.table(headers, [r[:len(headers)] for r in rows], "lrlr" + ("r" if spec_tf else ""))
-    sentences = []
+    if rows and not any(r[3] for r in rows):  # no power telemetry anywhere (a CPU stand-in run)
+        headers.remove("W / MHz")
+        rows = [r[:3] + r[4:] for r in rows]
+    doc.table(headers, [r[:len(headers)] for r in rows], "lrl" + "r" * (len(headers) - 3))
+    sentences = list(missing)
     for n in nodes:
         sentences += _node_summary(n, multi, single_gpu)
         sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":
-                sentences.append(f"The pinned shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
+                held = "held" if t.stage == "hot" else "pinned"
+                sentences.append(f"The {held} shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
                                  "MSMF candidate.")
-    doc.para(" ".join(sentences))
+    if sentences:
+        doc.para(" ".join(sentences))
 
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
@@ -404,42 +428,46 @@ def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
                  f"thread arrays, each one CUDA thread block); {which} {count} SMs run them as {cov.full_waves} full "
                  f"waves (one CTA on every SM at once) and a tail of {cov.tail_ctas} CTAs, a wave efficiency of "
                  f"{100 * cov.wave_efficiency:.1f}%.")
-    width = max(len(n.gpus) for n in lemon.nodes)
-    idx = sorted({g.gpu for n in lemon.nodes for g in n.gpus})[:width]
-    rows = []
+    # one table when every node has the same GPUs, else one per node (a table holds numbers, never blanks)
+    groups: dict[tuple[int, ...], list[Any]] = {}
     for n in lemon.nodes:
-        cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
-        alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
-        lo = min(alive, key=lambda x: x[1]) if alive else None
-        hi = max(alive, key=lambda x: x[1]) if alive else None
-        rows.append([node_label(n.hostname, n.index)] + [cells.get(i, "") for i in idx]
-                    + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "", f"{hi[1]:.1f}" if hi else ""])
-    doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
+        groups.setdefault(tuple(g.gpu for g in n.gpus), []).append(n)
+    for idx, members in groups.items():
+        rows = []
+        for n in members:
+            cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
+            alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
+            lo = min(alive, key=lambda x: x[1]) if alive else None
+            hi = max(alive, key=lambda x: x[1]) if alive else None
+            rows.append([node_label(n.hostname, n.index)] + [cells[i] for i in idx]
+                        + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "dead", f"{hi[1]:.1f}" if hi else "dead"])
+        doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
     sentences = []
     for n in lemon.nodes:
         sentences += _three_pass_sentences(n, True, "lemon GEMM", _tf1, "TFLOPS")
         for g in n.gpus:
             if g.error:
                 sentences.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` is dead ({g.error}).")
-    doc.para(" ".join(sentences))
+    if sentences:
+        doc.para(" ".join(sentences))
 
 
 # -- Findings --------------------------------------------------------------------------------
 
 
 def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
-              spec: Spec | None) -> None:
+              spec: Spec | None, asked_for_spec: bool = False) -> None:
+    """``asked_for_spec``: the Environment section already asks for this GPU's vendor figures."""
     bad: dict[str, list[str]] = {}
     if health:
         for n in health.nodes:
             label = node_label(n.hostname or n.node, n.index)
             for r in n.results:
                 if r.result == "Fail":
-                    msg = next((m for m in r.messages if not m.startswith("Info")), "")
                     where = _failed_where(label, r)
                     result.findings.append(Finding("underperforming", SUBSYSTEM,
-                                                   f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where}"
-                                                   + (f" ({msg})" if msg else "") + "."))
+                                                   f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where} "
+                                                   "(the tool's message is under Hardware health)."))
     if mm:
         for n in mm.nodes:
             for gpu in n.underperforming:
@@ -471,8 +499,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
     if healthy:
         category = "healthy" if spec and spec.bf16_tflops else "needs_input"
         if category == "needs_input":
-            healthy += (f" The official dense BF16 TFLOPS for the {spec.name if spec else 'GPU'} is not in the spec "
-                        "table: obtain the vendor's dense BF16 figure for this product to judge these numbers.")
+            name = spec.name if spec else "GPU"
+            healthy += (f" There is no official dense BF16 figure for the {name} to judge these against"
+                        + (" until the vendor's figures above arrive." if asked_for_spec else
+                           f": obtain the vendor's dense BF16 TFLOPS for the {name}."))
         result.findings.append(Finding(category, SUBSYSTEM, healthy))
 
 

@@ -27,7 +27,8 @@ PAIR_TABLE_MAX = 28  # more pairs than this: only the slow ones are listed
 
 
 def gbps(v: float) -> str:
-    return f"{v:_.2f}"
+    """Two decimals; small values (gloo on CPU) keep four so they do not print as 0.00."""
+    return f"{v:_.2f}" if v >= 1 or v == 0 else f"{v:.4f}"
 
 
 def _tool(view: RunView, name: str) -> str:
@@ -128,8 +129,8 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
     env = (ar.nccl_env if ar is not None else None) or (conn.nccl_env if conn is not None else None)
     backend = (conn.backend if conn is not None else "") or (ar.intra[0].backend if ar and ar.intra else "")
     if backend == "gloo":
-        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so "
-                 "neither NCCL nor NVLink was exercised and the bandwidths below describe the host's TCP stack.")
+        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so the "
+                 "bandwidths below describe the host's TCP stack, not NVLink or a GPU fabric.")
         return
     if env is not None and env.nvls_enable:
         doc.para(_nvls_paragraph(env, ar))
@@ -137,7 +138,7 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
 
 def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
     lib = ("NCCL (NVIDIA Collective Communications Library)" if conn.backend == "nccl"
-           else "gloo (CPU processes, no NCCL)")
+           else "gloo (the CPU backend of torch.distributed)")
     k = conn.launch.nproc_per_node
     per = ("one process per GPU" if conn.backend == "nccl"
            else f"{k} CPU process{'' if k == 1 else 'es'} per node")
@@ -158,9 +159,10 @@ def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
 def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     lo, hi = _payload_range(ar)
     backend = ar.intra[0].backend if ar.intra else (ar.inter.backend if ar.inter else "")
-    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls issued back to back between two CUDA "
-              "events (payloads up to 64 MiB replayed from a CUDA graph so the CPU's launch overhead does not "
-              "count), the time per call taken from the slowest rank" if backend == "nccl"
+    timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls (and at least 0.1 s of them) issued "
+              "back to back between two CUDA events, the time per call taken from the slowest rank; payloads up "
+              "to 64 MiB are also replayed from a CUDA graph, where the CPU's launch overhead does not count, "
+              "and the table shows the faster of the two timings" if backend == "nccl"
               else "timed over at least 20 calls issued back to back after 5 warm-ups, the slowest rank's time")
     counts = []
     if ar.intra:
@@ -168,7 +170,9 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     if ar.inter is not None:
         unit = "GPU" if ar.inter.backend == "nccl" else "rank"
         counts.append(f"{plural(ar.inter.num_ranks, 'rank')} (inter-node, every {unit} of every node)")
-    return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce over payloads from "
+    through = (" through NCCL (NVIDIA Collective Communications Library)" if backend == "nccl"
+               else " through gloo (the CPU backend of torch.distributed)")
+    return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce{through} over payloads from "
             f"{iec(lo)} to {iec(hi)}, doubling each step, {timing}; a second pass times one call at a time with a "
             "barrier and a synchronize around it (blocking). Each payload's first all-reduce is checked. "
             "**algbw** (algorithm bandwidth, what the caller sees) is the payload's bytes divided by the time of one "
@@ -427,3 +431,17 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
         seen.add(why)
         out.findings.append(Finding("underperforming", "torchrun",
                                     f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))
+
+
+def pairwise_lines(pw: PairwiseRecord) -> list[str]:
+    """What `clustereval pairwise` prints: every pair, the mean, the ranked nodes, the stragglers."""
+    lines = [f"{iec(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
+             f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, mean busbw {gbps(pw.mean_busbw_gb_s)} GBps"]
+    for p in sorted(pw.pairs, key=lambda p: (p.busbw_gb_s is None, p.busbw_gb_s or 0.0)):
+        value = f"{gbps(p.busbw_gb_s)} GBps" if p.busbw_gb_s is not None else f"did not complete ({p.error})"
+        lines.append(f"  {p.a} + {p.b}: {value}{'  SLOW' if p.slow else ''}")
+    for s in pw.suspects:
+        if s.slow_pairs:
+            lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")
+    lines.append("stragglers: " + (", ".join(pw.stragglers) if pw.stragglers else "none named"))
+    return lines

@@ -379,12 +379,22 @@ def write_shared(doc: Document, heading: str, group: list[MountScan], local: Mou
     doc.table(headers, fio_rows(lead, grouped=False, local=local), align="rlrrr" + ("r" if local else ""))
     text = range_sentence(lead, grouped=False)
     if local:
-        ratios = [r[-1] for r in fio_rows(lead, grouped=False, local=local) if r[-1]]
-        if ratios:
-            lo, hi = min(ratios, key=float), max(ratios, key=float)
-            span = f"{lo}×" if lo == hi else f"{lo}× to {hi}×"
-            text += f" Per row, {_code(lead.mount)} is {span} slower than the local disk table above."
+        text += ratio_sentence(lead, local, " Per row, {mount} is {span} slower than the local disk table above.")
     doc.para(text)
+
+
+def ratio_sentence(scan: MountScan, local: MountScan, slower: str) -> str:
+    """The ``local/shared ×`` span in words, quoting the column's cells; a value under 1 is a row
+    where the shared mount was faster, so a mixed span is not called "slower"."""
+    ratios = [r[-1] for r in fio_rows(scan, grouped=False, local=local) if r[-1]]
+    if not ratios:
+        return ""
+    lo, hi = min(ratios, key=float), max(ratios, key=float)
+    span = f"{lo}×" if lo == hi else f"{lo}× to {hi}×"
+    if float(lo) >= 1:
+        return slower.format(mount=_code(scan.mount), span=span)
+    return (f" Per row, `{RATIO_HEADER}` runs from {span}; in the rows under 1× {_code(scan.mount)} was faster than "
+            "the local disk table above.")
 
 
 def link_tools(text: str) -> str:
@@ -460,12 +470,8 @@ def _why_unpublished(scan: MountScan) -> str:
 def _slowdown(scan: MountScan, local: MountScan | None) -> str:
     if local is None or not scan.shared:
         return ""
-    ratios = [r[-1] for r in fio_rows(scan, grouped=False, local=local) if r[-1]]
-    if not ratios:
-        return ""
-    lo, hi = min(ratios, key=float), max(ratios, key=float)
-    span = f"{lo}×" if lo == hi else f"{lo}× to {hi}×"
-    return f" Per row it is {span} slower than the local disk (the `{RATIO_HEADER}` column)."
+    return ratio_sentence(scan, local, " Per row it is {span} slower than the local disk (the `"
+                          + RATIO_HEADER + "` column).")
 
 
 def _siblings(scan: MountScan, partitions: list[FilesystemInfo], scanned: set[str]) -> str:

@@ -286,8 +286,9 @@ class SshTransport(Transport):
                   'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
                   'else echo "$1: no such file or directory" >&2; exit 2; fi')
         command = shell_join(["sh", "-c", script, "sh", remote])
+        # unbuffered: the type byte must be read alone, the rest of the stream goes to tar untouched
         proc = subprocess.Popen(self.ssh_argv(node, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, bufsize=0)
         timer = threading.Timer(timeout_s, proc.kill)
         timer.start()
         try:

@@ -2,8 +2,8 @@
 
 Timed the way nccl-tests times it: after warm-ups, many collectives are issued back to back between
 two CUDA events and the time per call is the elapsed time over the count, taken from the slowest
-rank. Payloads small enough to be launch-bound are replayed from a CUDA graph of captured
-all-reduces, so the CPU's per-call overhead does not count. ``blocking`` mode times one call at a
+rank. Payloads up to --graph-max-bytes are also replayed from a CUDA graph of captured all-reduces
+(the CPU's per-call overhead then does not count) and the faster of the two timings is kept. ``blocking`` mode times one call at a
 time with a barrier and a synchronize around it (what a script that waits on every call sees).
 
 algbw = payload bytes / time; busbw = algbw * 2(n-1)/n; GB/s = 1e9 B/s. Every payload's first
@@ -30,7 +30,9 @@ from clustereval.workers.distcommon import (
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-MODES = ("back-to-back", "blocking")
+# back-to-back: the nccl-tests way (CUDA-graph replay up to --graph-max-bytes); eager: back-to-back
+# without graphs (only where back-to-back used one, for comparison); blocking: one call at a time
+MODES = ("back-to-back", "eager", "blocking")
 
 
 def payloads(min_bytes: int, max_bytes: int) -> list[int]:
@@ -149,7 +151,8 @@ class GraphReplay:
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: the process group's watchdog thread may query CUDA events during the capture
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             for _ in range(calls):
                 dist.all_reduce(t)
         torch.cuda.synchronize()
@@ -162,11 +165,14 @@ class GraphReplay:
 
 
 def time_back_to_back(t, timer: Timer, *, warmup: int, iters: int, min_time_s: float, max_iters: int,
-                      graph_calls: int) -> tuple[float, int, str, str]:
-    """(seconds per call on this rank, calls timed, method, graph error).
+                      graph_calls: int) -> tuple[float, int, str]:
+    """(the slowest rank's seconds per call, calls timed, method).
 
-    ``graph_calls`` > 0: capture that many calls in a CUDA graph and replay it; the caller has
-    agreed with every rank that graphs work (``graph_calls`` is the same everywhere)."""
+    Calls issued back to back between two events; with ``graph_calls`` > 0 (every rank agreed that
+    graphs work) the same count is also replayed from a CUDA graph of that many captured calls, and
+    the faster of the two is kept: both time the same back-to-back collective, and which one lets
+    NCCL run closer to the wire depends on the payload (launch-bound small payloads favour the
+    graph; some mid-size payloads run faster launched eagerly)."""
     import torch.distributed as dist
 
     def one() -> None:
@@ -175,6 +181,10 @@ def time_back_to_back(t, timer: Timer, *, warmup: int, iters: int, min_time_s: f
     est = timer.run(one, max(1, warmup))
     count = max(iters, min(max_iters, math.ceil(min_time_s / max(est, 1e-7))))
     count = int(_slowest(float(count), t.device))  # every rank must issue the same number of calls
+    timer.sync()
+    dist.barrier()
+    timer.sync()
+    best = (_slowest(timer.run(one, count), t.device), count, "events" if timer.cuda else "wall-clock")
     if graph_calls > 0:
         g = GraphReplay(t, graph_calls)
         try:
@@ -183,14 +193,12 @@ def time_back_to_back(t, timer: Timer, *, warmup: int, iters: int, min_time_s: f
             timer.sync()
             dist.barrier()
             timer.sync()
-            per_replay = timer.run(g.replay, reps)
-            return per_replay / graph_calls, reps * graph_calls, "cuda-graph", ""
+            graph = _slowest(timer.run(g.replay, reps) / graph_calls, t.device)
         finally:
             g.close()
-    timer.sync()
-    dist.barrier()
-    timer.sync()
-    return timer.run(one, count), count, "events" if timer.cuda else "wall-clock", ""
+        if graph < best[0]:
+            best = (graph, reps * graph_calls, "cuda-graph")
+    return best
 
 
 def time_blocking(t, timer: Timer, *, warmup: int, iters: int) -> tuple[float, int]:
@@ -229,10 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
     ap.add_argument("--min-bytes", type=int, default=32 * KIB)
     ap.add_argument("--max-bytes", type=int, default=16 * GIB)
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated: back-to-back, blocking")
+    ap.add_argument("--modes", default="back-to-back,blocking", help="comma-separated: " + ", ".join(MODES))
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20, help="timed calls at least")
-    ap.add_argument("--min-time-s", type=float, default=0.05, help="back-to-back: time at least this long")
+    ap.add_argument("--min-time-s", type=float, default=0.1, help="back-to-back: time at least this long")
     ap.add_argument("--max-iters", type=int, default=4000)
     ap.add_argument("--graph-max-bytes", type=int, default=64 * MIB,
                     help="replay payloads up to this size from a CUDA graph (0: never)")
@@ -281,14 +289,17 @@ def main(argv: list[str] | None = None) -> int:
                 if rank == 0:
                     emit("graph-unavailable", error=graph_error)
         for mode in modes:
-            if mode == "back-to-back":
-                sec, count, method, _ = time_back_to_back(
+            if mode == "eager" and not (use_graph and graphs_ok):
+                continue  # identical to back-to-back where no graph is used
+            if mode in ("back-to-back", "eager"):
+                graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
+                slowest, count, method = time_back_to_back(
                     t, timer, warmup=args.warmup, iters=args.iters, min_time_s=args.min_time_s,
-                    max_iters=args.max_iters, graph_calls=args.graph_calls if (use_graph and graphs_ok) else 0)
+                    max_iters=args.max_iters, graph_calls=graph_calls)
             else:
                 sec, count = time_blocking(t, timer, warmup=args.warmup, iters=args.iters)
                 method = "barrier+sync"
-            slowest = _slowest(sec, device)
+                slowest = _slowest(sec, device)
             if rank == 0:
                 algbw = size / slowest / 1e9
                 emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,

@@ -4,7 +4,8 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval/analysis/matmul.py``.
+  board at its power limit); the stages are in ``clustereval.analysis.matmul`` (a run's raw folder
+  holds it beside this file as ``matmul_search.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
 - ``pinned``: one shape held for a settle period, then timed for N seconds (a sustained measurement).
 - ``load``: a continuous matmul on one GPU until a stop file appears (the sibling load).
@@ -32,11 +33,12 @@ import platform
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clustereval.analysis.matmul import (
     BURST,
+    HOT,
     SCREEN,
     SUSTAINED,
     SearchPlan,
@@ -65,26 +67,35 @@ def emit(event: str, **fields: Any) -> None:
 
 @dataclass(frozen=True)
 class Spec:
-    """How long one measurement runs: at least ``*_iters`` iterations and at least ``*_s`` seconds."""
+    """How long one measurement runs: at least ``*_iters`` iterations and at least ``*_s`` seconds of
+    GPU work; ``duty`` < 1 idles the GPU after every iteration for (1/duty − 1) times as long as it
+    worked (a burst: the board stays under its power limit and the clock at boost)."""
 
     warm_iters: int
     warm_s: float
     iters_min: int
     iters_max: int
     min_s: float
+    duty: float = 1.0
 
 
-def specs(device: str, settle_s: float, sustain_s: float) -> dict[str, Spec]:
+BURST_DUTY = 0.5
+HOT_SETTLE_S = 0.3  # a hot shape after another hot shape: the board is already at its power limit
+
+
+def specs(device: str, settle_s: float, sustain_s: float, hot_s: float = 1.0) -> dict[str, Spec]:
     if device == "cuda":
         return {
-            SCREEN: Spec(1, 0.004, 3, 400, 0.008),
-            BURST: Spec(10, 0.02, 30, 2000, 0.05),
+            SCREEN: Spec(1, 0.004, 3, 400, 0.008, BURST_DUTY),
+            BURST: Spec(10, 0.02, 30, 2000, 0.05, BURST_DUTY),
+            HOT: Spec(2, settle_s, 5, 400_000, hot_s),
             SUSTAINED: Spec(5, settle_s, 10, 400_000, sustain_s),
             LEMON: Spec(10, 0.5, 30, 5000, 1.0),
         }
-    return {  # CPU: the same stages, scaled to tiny shapes
+    return {  # CPU: the same stages, scaled to tiny shapes; no power budget to stay under
         SCREEN: Spec(1, 0.0, 2, 50, 0.002),
         BURST: Spec(2, 0.002, 5, 200, 0.01),
+        HOT: Spec(2, min(settle_s, 0.05), 5, 100_000, min(hot_s, 0.1)),
         SUSTAINED: Spec(2, min(settle_s, 0.05), 5, 100_000, min(sustain_s, 0.2)),
         LEMON: Spec(2, 0.005, 3, 100, 0.02),
     }
@@ -179,6 +190,11 @@ class Nvml:
                     return fh.read().strip()
             except OSError:
                 return "?"
+
+
+def _sig(value: float, digits: int = 6) -> float:
+    """``digits`` significant figures: 807.531 on a GPU, 6.53e-05 on a CPU stand-in (never 0)."""
+    return float(f"{value:.{digits}g}")
 
 
 def _text(value: Any) -> str:
@@ -279,20 +295,37 @@ class Bench:
             self._starts.append(self.torch.cuda.Event(enable_timing=True))
             self._ends.append(self.torch.cuda.Event(enable_timing=True))
 
-    def iterate(self, a: Any, b: Any, c: Any, count: int, lag: int) -> list[float]:
-        """``count`` iterations (flush, re-randomise the output, matmul); seconds of each matmul."""
+    def iterate(self, a: Any, b: Any, c: Any, count: int, lag: int, duty: float = 1.0) -> tuple[list[float], float]:
+        """``count`` iterations (flush, re-randomise the output, matmul): (seconds of each matmul,
+        seconds the device was kept busy, idle gaps excluded)."""
         torch = self.torch
         if self.device != "cuda":
             out = []
+            t0 = time.perf_counter()
             for _ in range(count):
                 self.flush.zero_()
                 c.normal_()
                 t = time.perf_counter()
                 torch.mm(a, b, out=c)
                 out.append(time.perf_counter() - t)
-            return out
+            return out, time.perf_counter() - t0
         self._events(count)
         starts, ends = self._starts, self._ends
+        if duty < 1.0:
+            busy = 0.0
+            for i in range(count):
+                t = time.perf_counter()
+                self.flush.zero_()
+                c.normal_()
+                starts[i].record()
+                torch.mm(a, b, out=c)
+                ends[i].record()
+                ends[i].synchronize()
+                worked = time.perf_counter() - t
+                busy += worked
+                time.sleep(worked * (1.0 / duty - 1.0))  # idle as long as it worked: power stays low
+            return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)], busy
+        t0 = time.perf_counter()
         for i in range(count):
             self.flush.zero_()
             c.normal_()
@@ -302,32 +335,27 @@ class Bench:
             if i >= lag:
                 ends[i - lag].synchronize()  # keep the CPU at most ``lag`` iterations ahead
         ends[count - 1].synchronize()
-        return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)]
+        return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)], time.perf_counter() - t0
 
     def measure(self, shape: tuple[int, int, int], spec: Spec, stage: str) -> ShapeTiming:
         wall0 = time.perf_counter()
         a, b, c = self.operands(shape)
-        t = time.perf_counter()
-        self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
-        self.sync()
-        per_iter = max(time.perf_counter() - t, 1e-7)
-        # Warm-up in chunks; each chunk's wall time refines the per-iteration estimate.
+        _, per_iter = self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
+        per_iter = max(per_iter, 1e-7)
+        # Warm-up in chunks; each chunk's busy time refines the per-iteration estimate.
         warm_done, warm_spent = 0, 0.0
         while warm_done < spec.warm_iters or warm_spent < spec.warm_s:
             count = max(1, spec.warm_iters - warm_done, min(math.ceil((spec.warm_s - warm_spent) / per_iter), 1 << 20))
-            t = time.perf_counter()
-            self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)))
-            self.sync()
-            spent = time.perf_counter() - t
+            _, spent = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)), spec.duty)
             per_iter = max(spent / count, 1e-7)
             warm_done, warm_spent = warm_done + count, warm_spent + spent
         count = min(spec.iters_max, max(spec.iters_min, math.ceil(spec.min_s / per_iter)))
         t0 = time.monotonic()
-        seconds = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)))
+        seconds, _ = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)), spec.duty)
         t1 = time.monotonic()
         mean, median, best = summarize_times(shape, seconds)
-        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=round(mean, 4),
-                             median_tflops=round(median, 4), max_tflops=round(best, 4), iterations=count,
+        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=_sig(mean),
+                             median_tflops=_sig(median), max_tflops=_sig(best), iterations=count,
                              kernel_s=round(sum(seconds), 6), wall_s=round(time.perf_counter() - wall0, 4))
         if self.sampler is not None:
             for key, value in self.sampler.window(t0, t1).items():
@@ -383,7 +411,10 @@ def resolve_gpu(torch: Any, nvml: Nvml, device: str, index: int) -> Gpu:
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"NVML cannot read GPU {index}: {exc}") from exc
         want = gpu.uuid.lower().removeprefix("gpu-")
-        for d in range(torch.cuda.device_count()):
+        count = torch.cuda.device_count()
+        # The same index first: looking at other devices is only needed when the numbering differs.
+        order = ([index] if index < count else []) + [d for d in range(count) if d != index]
+        for d in order:
             got = str(getattr(torch.cuda.get_device_properties(d), "uuid", "")).lower().removeprefix("gpu-")
             if got and got == want:
                 gpu.cuda_index = d
@@ -468,23 +499,32 @@ def run_search(args: argparse.Namespace) -> int:
     torch, device = _torch_and_device(args)
     grid = parse_grid(args.grid or ("default" if device == "cuda" else "tiny"))
     _, gpu, bench = _setup(args, torch, device, grid.max_elems())
-    table = specs(device, args.settle_s, args.sustain_s)
-    plan = SearchPlan(coarse_budget=args.coarse_budget, num_confirm=args.confirm, num_sustain=args.sustain)
+    table = specs(device, args.settle_s, args.sustain_s, args.hot_s)
+    hot_next = replace(table[HOT], warm_s=min(HOT_SETTLE_S, table[HOT].warm_s))
+    plan = SearchPlan(coarse_budget=args.coarse_budget, num_confirm=args.confirm, num_hot=args.hot,
+                      num_hot_extra=0 if args.no_msmf else SearchPlan.num_hot_extra, num_sustain=args.sustain)
     if args.no_msmf:
-        plan = SearchPlan(coarse_budget=args.coarse_budget, num_confirm=args.confirm, num_sustain=0,
-                          num_sustain_extra=0)
+        plan = replace(plan, num_hot=0, num_sustain=0)
     tel = Telemetry(gpu.power_limit_w, gpu.boost_mhz)
     _accelerator_warmup(bench, device, args.warmup_s)
+    last = [""]
 
     def measure(shape: tuple[int, int, int], stage: str) -> ShapeTiming:
-        t = bench.measure(shape, table[stage], stage)
-        if stage == SUSTAINED:
+        if stage == BURST and last[0] != BURST and device == "cuda":
+            time.sleep(1.0)  # off the power limit before the bursts that decide MAMF
+        spec = hot_next if stage == HOT and last[0] == HOT else table[stage]
+        t = bench.measure(shape, spec, stage)
+        last[0] = stage
+        if stage in (HOT, SUSTAINED):
             classify_sustained(t, tel)
         emit("shape", gpu=gpu.index, **to_dict(t))
         return t
 
     runner = exhaustive if args.mode == "exhaustive" else search
     summary = runner(grid, measure, plan, tel, clock=time.monotonic)
+    summary.screen_min_iters = table[SCREEN].iters_min
+    summary.confirm_min_iters, summary.confirm_min_s = table[BURST].iters_min, table[BURST].min_s
+    summary.burst_duty, summary.hot_s = table[BURST].duty, table[HOT].min_s
     emit("result", mode=args.mode, gpu=gpu.index, dtype=args.dtype, summary=to_dict(summary))
     return 0
 
@@ -594,7 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--grid", default="", help="anchors | default | tiny | M=a:b:step,N=..,K=..")
         p.add_argument("--coarse-budget", type=int, default=SearchPlan.coarse_budget)
         p.add_argument("--confirm", type=int, default=SearchPlan.num_confirm)
-        p.add_argument("--sustain", type=int, default=SearchPlan.num_sustain, help="large shapes pinned")
+        p.add_argument("--hot", type=int, default=SearchPlan.num_hot,
+                       help="large shapes held at full power one after another")
+        p.add_argument("--hot-s", type=float, default=1.0, help="seconds each hot shape is timed")
+        p.add_argument("--sustain", type=int, default=SearchPlan.num_sustain,
+                       help="of those, pinned for the full sustained timing")
         p.add_argument("--no-msmf", action="store_true", help="skip the sustained stage")
         p.add_argument("--warmup-s", type=float, default=1.0, help="accelerator warm-up before the first shape")
     p = sub.add_parser("pinned")

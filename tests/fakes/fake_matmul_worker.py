@@ -66,7 +66,8 @@ def main(argv):
              boost_mhz=1980.0)
         t = timing(64, 64, 64, value(int(args.gpu)), "sustained")
         summary = {"mode": "search", "grid": "fake", "shapes_tried": 12, "num_screened": 12, "num_confirmed": 2,
-                   "num_sustained": 1, "mamf": timing(32, 64, 64, 120.0, "burst"), "msmf": t, "sustained": [t]}
+                   "num_hot": 1, "num_sustained": 1, "mamf": timing(32, 64, 64, 120.0, "burst"), "msmf": t,
+                   "sustained": [dict(t, stage="hot"), t]}
         emit("result", mode="search", gpu=int(args.gpu), summary=summary)
         return 0
     if mode == "pinned":

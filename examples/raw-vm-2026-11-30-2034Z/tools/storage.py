@@ -1,0 +1,506 @@
+"""Storage: the partitions inventory, a six-run ``fio`` scan of the local disk and of every
+distinct shared mount, the layout of each parallel FS, and a concurrent write from every node.
+
+The scans run on the first node (one client). Shared mounts are grouped by (backing type,
+size) first, so one scan stands for every mount of the same type and size. Every byte goes
+into the run's scratch folder on that mount (``phases/scratch.py``), after a free-space check
+for what the largest run holds at once (16 jobs x 1 GiB); the run's end moves it to trash.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from pathlib import Path
+
+from clustereval.analysis.storage import Candidate, plan_scans, same_volume
+from clustereval.errors import ClusterEvalError, ScratchError, TransportError
+from clustereval.phases.base import RunContext
+from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
+from clustereval.probes import fio as fio_probe
+from clustereval.probes import storage as probe
+from clustereval.records import CommandResult, Gap
+from clustereval.records.environment import EnvironmentRecord, FilesystemInfo
+from clustereval.records.scratch import ScratchArea
+from clustereval.records.storage import (
+    ConcurrentWrite,
+    FioCell,
+    Layout,
+    MountScan,
+    NodeWrite,
+    StorageRecord,
+)
+from clustereval.transport.base import Node, run_parallel
+
+FIO_PACKAGE = "fio"
+SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the filesystem's
+LAYOUT_ALLOWANCE_S = 4 * 3600  # laying out 16 x 1 GiB on a slow network FS can take hours
+PROGRESS_EVERY_S = 30.0
+CONCURRENT_BYTES = 2**30
+MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
+TOOL_SOURCES = {"storage.py": Path(__file__), "fio.py": Path(fio_probe.__file__)}
+
+# exec keeps the pid: the pidfile lets the phase stop fio on any transport
+_WITH_PIDFILE = 'echo $$ > "$0"; exec "$@"'
+_STOP_BY_PIDFILE = '[ -f "$0" ] && kill -INT "$(cat "$0")" 2>/dev/null; exit 0'
+
+
+class StoragePhase:
+    name = "storage"
+    title = "Storage"
+
+    def __init__(self, file_sizes: tuple[int, ...] | None = None, fio: str = "fio",
+                 concurrent_bytes: int = CONCURRENT_BYTES) -> None:
+        # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
+        # writes 1 GiB per node in the concurrent write
+        self._explicit = file_sizes is not None, concurrent_bytes != CONCURRENT_BYTES
+        self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
+        self.fio = fio
+        self.concurrent_bytes = concurrent_bytes
+        self._write_bytes_s = 0.0  # last write rate measured: estimates how long laying out read files takes
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> StorageRecord:
+        if ctx.profile.fio_file_sizes and not self._explicit[0]:
+            self.file_sizes = ctx.profile.fio_file_sizes
+        if ctx.profile.concurrent_write_bytes and not self._explicit[1]:
+            self.concurrent_bytes = ctx.profile.concurrent_write_bytes
+        rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
+                            published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
+                            targets=list(ctx.config.targets.storage))
+        node = ctx.nodes[0]
+        scratch = scratch_for(ctx)
+        for name, path in TOOL_SOURCES.items():
+            ctx.raw(f"tools/{name}", path.read_text())
+            rec.tool_files.append(f"tools/{name}")
+
+        volumes = self._volumes(ctx, node, rec)
+        rec.partitions = inventory(ctx, volumes)
+        version = ctx.transport.run(node, [self.fio, "--version"], timeout_s=60)
+        rec.fio_version = version.stdout.strip() if version.ok else ""
+        if not version.ok:
+            rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                text=f"`fio` is not installed on {node.name}, so the local and shared IO "
+                                     "benchmarks did not run.",
+                                plan=f"install the `{FIO_PACKAGE}` package on {node.name} (`apt-get install -y fio` "
+                                     "or `dnf install -y fio`), then `clustereval run --resume RUN_DIR --phases "
+                                     "storage`"))
+        jobs = self._plan(ctx, volumes, rec)
+        total_runs = len(jobs) * len(self.file_sizes) * len(fio_probe.OPS) if rec.fio_version else 0
+        done = 0
+        for path, shared, planned in jobs:
+            if not rec.fio_version or ctx.stop.is_set():
+                break
+            scan = self._new_scan(node, path, shared, volumes.get(path), planned)
+            try:
+                area = self._prepare(ctx, scratch, node, path)
+                self.scan(ctx, node, area, scan, first_run=done, total_runs=total_runs)
+                if shared:
+                    scan.layout = capture_layout(ctx, node, scan, area)
+                    if scan.layout and scan.layout.errors and not scan.layout.summary:
+                        rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                            text=f"The layout of `{path}` could not be read "
+                                                 f"({'; '.join(scan.layout.errors)}), so the findings cannot say "
+                                                 "how many storage targets one file is spread over.",
+                                            plan=f"install the {scan.layout.tool} client tools on {node.name}, or "
+                                                 "run them there by hand and add the output to the raw folder"))
+            except ScratchError as exc:
+                rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                    text=f"The IO benchmark of `{path}` did not run: {exc.message}.",
+                                    plan=exc.hint or "fix the path and re-run the storage phase"))
+            except TransportError as exc:
+                rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                    text=f"The IO benchmark of `{path}` stopped: {exc.message}.",
+                                    plan="check the node answers, then `clustereval run --resume RUN_DIR`"))
+            done += len(self.file_sizes) * len(fio_probe.OPS)
+            for cell in scan.cells:
+                if cell.error and cell.error != "interrupted":
+                    rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} "
+                                             f"{cell.rw} figures for `{path}`: {cell.error}.",
+                                        plan="read the raw fio output, fix the cause, re-run the storage phase"))
+            if shared:
+                rec.shared.append(scan)
+            else:
+                rec.local = scan
+        if len(ctx.nodes) >= 2 and ctx.config.shared_paths and not ctx.stop.is_set():
+            rec.concurrent = self._concurrent_write(ctx, scratch, normalize(ctx.config.shared_paths[0]),
+                                                    volumes.get(normalize(ctx.config.shared_paths[0])), rec)
+        if ctx.stop.is_set():
+            rec.status = "partial"
+        elif rec.gaps:
+            rec.status = "partial"
+        return rec
+
+    # -- which mounts ------------------------------------------------------------------------
+    def _volumes(self, ctx: RunContext, node: Node, rec: StorageRecord) -> dict[str, probe.DfRow]:
+        """``df`` of ``/`` and every declared path (each one's volume: source, type, size)."""
+        paths = ["/", *(normalize(p) for p in (ctx.config.local_scratch, *ctx.config.shared_paths))]
+        out: dict[str, probe.DfRow] = {}
+        for path in dict.fromkeys(paths):
+            res = ctx.transport.run(node, [*probe.DF_ARGV, path], timeout_s=60)
+            rows = probe.parse_df(res.stdout)
+            if rows:
+                out[path] = rows[-1]
+            elif path != "/":
+                rec.gaps.append(Gap(phase=self.name, node=node.name,
+                                    text=f"`{path}` is not readable on {node.name} "
+                                         f"({_last(res.stderr) or 'df printed nothing'}), so it was not measured.",
+                                    plan="check the path in cluster.toml exists on the nodes"))
+        ctx.raw("storage/df.txt", "\n".join(f"{p}\t{r.source}\t{r.fstype}\t{r.size_bytes}\t{r.target}"
+                                            for p, r in out.items()) + "\n")
+        return out
+
+    def _plan(self, ctx: RunContext, volumes: dict[str, probe.DfRow],
+              rec: StorageRecord) -> list[tuple[str, bool, object]]:
+        jobs: list[tuple[str, bool, object]] = []
+        local = normalize(ctx.config.local_scratch)
+        if local in volumes and volumes[local].fstype in MEMORY_FSTYPES:
+            rec.gaps.append(Gap(phase=self.name, node=ctx.nodes[0].name,
+                                text=f"`{local}` is a {volumes[local].fstype} (memory, not a disk), so the local disk "
+                                     "IO benchmark did not run there.",
+                                plan="set local_scratch in cluster.toml to a folder on the node's local disk, then "
+                                     "`clustereval run --resume RUN_DIR --phases storage`"))
+        elif local in volumes:
+            jobs.append((local, False, None))
+        candidates = []
+        for path in dict.fromkeys(normalize(p) for p in ctx.config.shared_paths):
+            row = volumes.get(path)
+            if row is None:
+                continue
+            fstype = backing_type(ctx, row)
+            candidates.append(Candidate(path, fstype, row.size_bytes, row.source, row.target))
+        for planned in plan_scans(candidates):
+            jobs.append((planned.scan.path, True, planned))
+        return jobs
+
+    def _new_scan(self, node: Node, path: str, shared: bool, row: probe.DfRow | None, planned) -> MountScan:
+        scan = MountScan(mount=path, shared=shared, node=node.name)
+        if row is not None:
+            scan.size_bytes, scan.fstype, scan.source, scan.volume_mount = (row.size_bytes, row.fstype,
+                                                                            row.source, row.target)
+        if planned is not None:
+            scan.fstype = planned.scan.fstype
+            scan.stands_for = list(planned.stands_for)
+            scan.same_volume = list(planned.same_volume)
+        return scan
+
+    def _prepare(self, ctx: RunContext, scratch: Scratch, node: Node, path: str) -> ScratchArea:
+        """Refuse before writing anything: outside the declared mounts, or short of space."""
+        check_declared(ctx.config, path)
+        need = fio_probe.bytes_written_at_once(max(self.file_sizes)) + SPACE_MARGIN_BYTES
+        scratch.require_space(node, path, need,
+                              f"the scan's largest run ({fio_probe.NUM_JOBS} jobs x "
+                              f"{fio_probe.iec_label(max(self.file_sizes))})")
+        return scratch.ensure(node, path)
+
+    # -- one scan: six fio runs ----------------------------------------------------------------
+    def scan(self, ctx: RunContext, node: Node, area: ScratchArea, scan: MountScan, *, first_run: int = 0,
+             total_runs: int = 0) -> MountScan:
+        """Six runs (three file sizes x read / write) in ``<area>/fio-test``; stops early on ``ctx.stop``."""
+        workdir = posixpath.join(area.path, "fio-test")
+        ctx.transport.run(node, ["mkdir", "-p", "--", workdir], timeout_s=60)
+        scan.scratch_path = area.path
+        runtime, ramp = ctx.profile.fio_runtime_s, ctx.profile.fio_ramp_s
+        total_runs = total_runs or len(self.file_sizes) * len(fio_probe.OPS)
+        n = first_run
+        t0 = time.monotonic()
+        plan = [(size, rw) for size in self.file_sizes for rw in fio_probe.OPS]
+        for i, (size, rw) in enumerate(plan):
+            if ctx.stop.is_set():
+                return scan
+            n += 1
+            left = self._time_left(plan[i:], total_runs - n + 1, runtime + ramp)
+            after = self._time_left(plan[i + 1:], total_runs - n, runtime + ramp)
+            ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
+                                               f"(run {n} of {total_runs})", left)
+            cell = self._one_run(ctx, node, area, workdir, scan.mount, size, rw, left, after)
+            scan.cells.append(cell)
+            if rw == "write" and not cell.error and cell.bw_mib_s > 0:
+                self._write_bytes_s = cell.bw_mib_s * 2**20
+            if cell.error == "interrupted":
+                return scan
+            if scan.leftover_bytes_after_first_run < 0:
+                # fio's --unlink=1 should leave nothing; check after the first run, not after the sweep
+                scan.leftover_bytes_after_first_run = scratch_for(ctx).file_bytes(node, workdir)
+                if scan.leftover_bytes_after_first_run > 0:
+                    ctx.progress(self.name, node.name,
+                                 f"{workdir} holds {scan.leftover_bytes_after_first_run} bytes of files after "
+                                 "the first run; they go to trash with the rest", None)
+        scan.seconds = round(time.monotonic() - t0, 1)
+        scan.complete = all(not c.error for c in scan.cells) and len(scan.cells) == len(self.file_sizes) * 2
+        return scan
+
+    def _time_left(self, this_scan: list[tuple[int, str]], runs_left: int, per_run_s: float) -> float:
+        """Timed IO of every run left, plus laying out the files of this scan's read runs (16 files of
+        the run's size each) at the last write rate measured, when there is one."""
+        layout = 0.0
+        if self._write_bytes_s > 0:
+            layout = sum(fio_probe.bytes_written_at_once(size) for size, rw in this_scan if rw == "read")
+            layout /= self._write_bytes_s
+        return runs_left * per_run_s + layout
+
+    def _one_run(self, ctx: RunContext, node: Node, area: ScratchArea, workdir: str, mount: str, size: int,
+                 rw: str, left_s: float, after_s: float = 0.0) -> FioCell:
+        runtime, ramp = ctx.profile.fio_runtime_s, ctx.profile.fio_ramp_s
+        argv = fio_probe.fio_argv(workdir, size, rw, runtime, fio=self.fio, ramp_s=ramp)
+        pidfile = posixpath.join(area.path, "fio.pid")
+        cell = FioCell(file_size_bytes=size, rw=rw, argv=argv)
+        result: dict[str, CommandResult | BaseException] = {}
+
+        def target() -> None:
+            try:
+                result["res"] = ctx.transport.run(node, ["sh", "-c", _WITH_PIDFILE, pidfile, *argv],
+                                                  timeout_s=runtime + ramp + LAYOUT_ALLOWANCE_S)
+            except BaseException as exc:  # noqa: BLE001 - handed to the phase's thread below
+                result["exc"] = exc
+
+        t0 = time.monotonic()
+        worker = threading.Thread(target=target, name=f"fio-{rw}-{size}", daemon=True)
+        worker.start()
+        stopped = False
+        last_note = t0
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+                if ctx.stop.is_set() and not stopped:
+                    stopped = True
+                    self._stop_fio(ctx, node, pidfile)
+                if time.monotonic() - last_note >= PROGRESS_EVERY_S and worker.is_alive():
+                    last_note = time.monotonic()
+                    spent = last_note - t0
+                    ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {mount}: "
+                                                       f"{spent:.0f} s in", max(left_s - spent, after_s))
+        except KeyboardInterrupt:
+            self._stop_fio(ctx, node, pidfile)
+            worker.join(30)
+            raise
+        cell.seconds = round(time.monotonic() - t0, 1)
+        if "exc" in result:
+            exc = result["exc"]
+            if isinstance(exc, ClusterEvalError):
+                raise exc
+            cell.error = f"{type(exc).__name__}: {exc}"
+            return cell
+        res = result["res"]
+        assert isinstance(res, CommandResult)
+        label = "local" if mount == normalize(ctx.config.local_scratch) else _slug(mount)
+        raw = f"storage/fio-{label}-{fio_probe.fio_size_arg(size)}-{rw}.json"
+        ctx.raw(raw, res.stdout if res.stdout.strip() else res.stderr)
+        cell.raw_json = raw
+        if stopped or ctx.stop.is_set():
+            cell.error = "interrupted"
+            return cell
+        if not res.ok:
+            cell.error = _last(res.stderr) or ("timed out" if res.timed_out else f"fio exited {res.rc}")
+            return cell
+        try:
+            summary = fio_probe.parse_fio_json(res.stdout)
+        except fio_probe.FioOutputError as exc:
+            cell.error = str(exc)
+            return cell
+        if summary.error:
+            cell.error = f"fio reported error {summary.error}"
+            return cell
+        cell.latency_msec, cell.bw_mib_s, cell.iops = summary.latency_msec, summary.bw_mib_s, summary.iops
+        cell.runtime_ms = summary.runtime_ms
+        return cell
+
+    def _stop_fio(self, ctx: RunContext, node: Node, pidfile: str) -> None:
+        try:
+            ctx.transport.run(node, ["sh", "-c", _STOP_BY_PIDFILE, pidfile], timeout_s=30)
+        except TransportError:
+            pass  # the node is gone; fio goes with it
+
+    # -- concurrent write ----------------------------------------------------------------------
+    def _concurrent_write(self, ctx: RunContext, scratch: Scratch, mount: str, row: probe.DfRow | None,
+                          rec: StorageRecord) -> ConcurrentWrite | None:
+        cw = ConcurrentWrite(mount=mount, bytes_per_node=self.concurrent_bytes)
+        if row is not None:
+            cw.size_bytes, cw.fstype = row.size_bytes, backing_type(ctx, row)
+        first = ctx.nodes[0]
+        try:
+            check_declared(ctx.config, mount)
+            scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
+                                  f"the concurrent write ({len(ctx.nodes)} nodes x "
+                                  f"{fio_probe.iec_label(self.concurrent_bytes)})")
+            area = scratch.ensure(first, mount)
+        except (ScratchError, TransportError) as exc:
+            rec.gaps.append(Gap(phase=self.name, text=f"The concurrent write to `{mount}` did not run: {exc.message}.",
+                                plan=getattr(exc, "hint", "") or "fix the path and re-run the storage phase"))
+            return None
+        folder = posixpath.join(area.path, "concurrent-write")
+        ctx.transport.run(first, ["mkdir", "-p", "--", folder], timeout_s=60)
+        count = self.concurrent_bytes // 2**20
+
+        def argv_for(node: Node) -> list[str]:
+            return ["dd", "if=/dev/zero", f"of={folder}/node{node.index}.bin", "bs=1M", f"count={count}",
+                    "oflag=direct"]
+
+        cw.argv = argv_for(Node("<node>", "<node>", index=0))
+        cw.argv[2] = f"of={folder}/node<N>.bin"
+        ctx.progress(self.name, first.name, f"{len(ctx.nodes)} nodes write "
+                                            f"{fio_probe.iec_label(self.concurrent_bytes)} each to {mount} at once", None)
+        t0 = time.monotonic()
+
+        def one(node: Node) -> NodeWrite:
+            try:
+                res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
+            except TransportError as exc:
+                return NodeWrite(node.name, error=exc.message)
+            parsed = probe.parse_dd(res.stderr)
+            if not res.ok or parsed is None:
+                return NodeWrite(node.name, error=_last(res.stderr) or f"dd exited {res.rc}")
+            written, seconds = parsed
+            return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
+
+        cw.nodes = run_parallel(ctx.nodes, one, ctx.transport.fanout)
+        cw.wall_s = round(time.monotonic() - t0, 2)
+        ok = [w for w in cw.nodes if not w.error]
+        if ok:
+            cw.aggregate_mib_s = sum(w.bytes_written for w in ok) / 2**20 / max(w.seconds for w in ok)
+        for w in cw.nodes:
+            if w.error:
+                rec.gaps.append(Gap(phase=self.name, node=w.node,
+                                    text=f"{w.node} did not finish the concurrent write to `{mount}`: {w.error}.",
+                                    plan="check the node and the mount, then re-run the storage phase"))
+        ctx.raw("storage/concurrent-write.txt",
+                "\n".join(f"{w.node}\t{w.bytes_written}\t{w.seconds}\t{w.mib_s:.1f}\t{w.error}" for w in cw.nodes) + "\n")
+        return cw
+
+
+# ---- the inventory and the backing type ------------------------------------------------------
+
+
+def _env_filesystems(ctx: RunContext) -> list[FilesystemInfo]:
+    env = ctx.records.get("environment")
+    if isinstance(env, EnvironmentRecord) and env.nodes:
+        return list(env.nodes[0].filesystems)
+    return []
+
+
+def backing_type(ctx: RunContext, row: probe.DfRow) -> str:
+    """The inventory's backing type for this volume (overlay looked through); else what df says."""
+    for fs in _env_filesystems(ctx):
+        if fs.mount == row.target or row.target in fs.aliases:
+            return fs.fstype
+    return row.fstype
+
+
+def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[FilesystemInfo]:
+    """``/`` first, then one row per distinct volume the eval uses (the environment's inventory
+    when it ran; otherwise ``df`` of the declared paths)."""
+    rows: list[FilesystemInfo] = []
+    env = _env_filesystems(ctx)
+    if env:
+        rows = [fs for fs in env if fs.mount == "/"] + [fs for fs in env if fs.mount != "/"]
+    mounts = {fs.mount for fs in rows} | {a for fs in rows for a in fs.aliases}
+    for path, row in volumes.items():
+        if row.target in mounts or any(fs.fstype == row.fstype and same_volume(fs.source, fs.mount, row.source,
+                                                                               row.target) for fs in rows):
+            continue
+        shared = path != "/" and path != normalize(ctx.config.local_scratch)
+        fs = FilesystemInfo(mount=row.target, size_bytes=row.size_bytes, fstype=backing_type(ctx, row),
+                            source=row.source, shared=shared or probe.is_network(row.fstype))
+        rows.append(fs)
+        mounts.add(row.target)
+    rows.sort(key=lambda fs: fs.mount != "/")
+    return rows
+
+
+# ---- layout capture ----------------------------------------------------------------------------
+
+
+def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchArea) -> Layout | None:
+    """The parallel FS's layout for the scanned folder, raw into the raw folder and summarised."""
+    fstype = scan.fstype.lower()
+    slug = _slug(scan.mount)
+    workdir = posixpath.join(area.path, "fio-test")
+    layout = Layout()
+
+    def grab(name: str, argv: list[str]) -> str:
+        res = ctx.transport.run(node, argv, timeout_s=120)
+        rel = f"storage/layout-{slug}-{name}.txt"
+        ctx.raw(rel, f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
+        layout.raw_files.append(rel)
+        if not res.ok:
+            layout.errors.append(f"`{' '.join(argv[:2])}`: {_last(res.stderr) or f'exit {res.rc}'}")
+            return ""
+        return res.stdout
+
+    if fstype == "lustre":
+        layout.tool = "lfs"
+        df = probe.parse_lfs_df(grab("lfs-df", ["lfs", "df", "-h", scan.mount]))
+        comps = probe.parse_lfs_getstripe(grab("lfs-getstripe", ["lfs", "getstripe", "-d", workdir]))
+        layout.num_targets = df.num_osts or None
+        if comps:
+            layout.stripe_count, layout.stripe_size_bytes = comps[0].stripe_count, comps[0].stripe_size_bytes
+        layout.summary = lustre_summary(df, comps)
+    elif fstype == "gpfs":
+        layout.tool = "mmlsfs"
+        device = scan.source.split("/")[-1] or scan.source
+        flags = probe.parse_mmlsfs(grab("mmlsfs", ["mmlsfs", device]))
+        disks = probe.parse_mmlsdisk(grab("mmlsdisk", ["mmlsdisk", device]))
+        layout.block_size_bytes = probe.parse_size(flags.get("-B", "")) if flags.get("-B") else None
+        layout.num_targets = disks.num_data_disks or None
+        parts = []
+        if layout.block_size_bytes:
+            parts.append(f"block size {fio_probe.iec_label(layout.block_size_bytes)} (`mmlsfs`)")
+        if disks.num_disks:
+            parts.append(f"{disks.num_data_disks} data disks of {disks.num_disks} (`mmlsdisk`)")
+        layout.summary = ", ".join(parts)
+    elif fstype == "beegfs":
+        layout.tool = "beegfs-ctl"
+        entry = probe.parse_beegfs_entryinfo(grab("beegfs-entryinfo", ["beegfs-ctl", "--getentryinfo", workdir]))
+        layout.num_targets = entry.num_targets
+        layout.stripe_size_bytes = probe.parse_size(entry.chunk_size) if entry.chunk_size else None
+        parts = []
+        if entry.num_targets is not None:
+            parts.append(f"{entry.num_targets} storage targets per file")
+        if layout.stripe_size_bytes:
+            parts.append(f"chunk size {fio_probe.iec_label(layout.stripe_size_bytes)}")
+        layout.summary = ", ".join(parts) + (" (`beegfs-ctl --getentryinfo`)" if parts else "")
+    elif fstype in ("nfs", "nfs4"):
+        layout.tool = "nfsstat"
+        mount = probe.nfs_mount_for(probe.parse_nfsstat_m(grab("nfsstat-m", ["nfsstat", "-m"])), scan.mount)
+        if mount:
+            layout.options = ",".join(f"{k}={mount.flags[k]}" if mount.flags[k] else k
+                                      for k in probe.NFS_THROUGHPUT_OPTIONS if k in mount.flags)
+            layout.summary = f"mount options `{layout.options}` (`nfsstat -m`)" if layout.options else ""
+    else:
+        return None
+    return layout
+
+
+def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> str:
+    parts = []
+    if comps and len(comps) == 1:
+        c = comps[0]
+        count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
+        parts.append(f"default stripe count {count}, stripe size {fio_probe.iec_label(c.stripe_size_bytes)} "
+                     "(`lfs getstripe -d`)")
+    elif comps:
+        steps = []
+        for c in comps:
+            count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
+            end = c.extent_end
+            limit = "beyond" if end in ("EOF", "-1", "") else f"up to {fio_probe.iec_label(int(end))}" \
+                if end.isdigit() else f"up to {end}"
+            steps.append(f"{count} {limit}")
+        parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
+    if df.num_osts:
+        parts.append(f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
+    return "; ".join(parts)
+
+
+def _slug(path: str) -> str:
+    text = path.strip("/").replace("/", "-")
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text) or "root"
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install what the test suite needs on a fresh Debian/Ubuntu machine (as root), then run it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+# a system Python on Debian 12 / Ubuntu 24.04 refuses global installs without this (PEP 668)
+export PIP_BREAK_SYSTEM_PACKAGES=1
+
+apt-get update
+# fio: storage tests; openssh-server/-client + iproute2 + util-linux (unshare, mount): the
+# namespace cluster; tar: file copies over SSH; slurm-wlm + munge: the local Slurm cluster;
+# infiniband-diags + rdma-core: what `clustereval run` installs on a node that lacks them
+apt-get install -y --no-install-recommends fio openssh-server openssh-client iproute2 util-linux procps tar \
+    ca-certificates slurm-wlm munge infiniband-diags rdma-core
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    apt-get install -y --no-install-recommends python3 python3-pip
+fi
+
+python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout ruff
+python3 -m pip install -e .
+
+ruff check .
+python3 -m pytest -q
