@@ -132,8 +132,7 @@ def write_header(view: RunView, doc: Document) -> None:
         lines.append("Status: the run was interrupted; the sections below hold what finished")
     doc.bullets(lines)
     doc.para(f"Raw logs: [`{view.raw_rel}/`]({view.raw_rel}/).")
-    doc.para("## Table of Contents")
-    doc.toc_here()
+    doc.toc_here("Table of Contents")
 
 
 # -- Environment --------------------------------------------------------------------------

@@ -103,8 +103,10 @@ class Document:
     def image(self, alt: str, rel_path: str) -> None:
         self._blocks.append(f"![{alt}]({rel_path})")
 
-    def toc_here(self) -> None:
-        self._blocks.append(TOC_MARK)
+    def toc_here(self, title: str | None = None) -> None:
+        """Where the numbered TOC goes; with ``title`` it is preceded by ``## <title>``, and both are
+        left out when no heading made it into the TOC (a report with no section)."""
+        self._blocks.append(TOC_MARK + (title or ""))
 
     def toc_markdown(self) -> str:
         lines = []
@@ -116,5 +118,11 @@ class Document:
 
     def render(self) -> str:
         toc = self.toc_markdown()
-        out = [toc if b == TOC_MARK else b for b in self._blocks]
+        out = []
+        for b in self._blocks:
+            if not b.startswith(TOC_MARK):
+                out.append(b)
+            elif toc:
+                title = b[len(TOC_MARK):]
+                out += ([f"## {title}"] if title else []) + [toc]
         return "\n\n".join(out).rstrip() + "\n"
