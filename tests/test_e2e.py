@@ -1,4 +1,4 @@
-"""End to end: `clustereval run` as a user runs it, on this machine and on the namespace cluster.
+"""End to end: `clustereval run` as a user runs it on this machine.
 
 The runs use the smoke profile (the whole pipeline in about a minute); the report must lint
 clean, say what could not run with a plan, and leave no scratch behind.
@@ -81,20 +81,3 @@ def test_ctrl_c_then_resume_completes_the_report(tmp_path):
     report = _report(tmp_path)
     assert run_cli("lint", str(report)).returncode == 0
     assert "## Storage" in report.read_text()
-
-
-@pytest.mark.netns
-def test_three_node_run_over_ssh(netns_cluster, tmp_path):
-    cluster = netns_cluster(3)
-    cfg = cluster.write_config(install_packages=False)
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=900)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    report = _report(tmp_path)
-    assert run_cli("lint", str(report)).returncode == 0
-    text = report.read_text()
-    for heading in ("Inter-node connectivity", "### Inter-node all-reduce benchmark",
-                    "### Concurrent write shared fs benchmark"):
-        assert heading in text
-    assert "gloo" in text
-    assert "pairwise" in text.lower()
-    assert _leftover_files(Path(cluster.shared_dir), Path(cluster.scratch_dir)) == []
