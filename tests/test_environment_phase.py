@@ -25,8 +25,10 @@ from tests.conftest import has_gpu, run_cli
 
 
 def make_ctx(tmp_path: Path, nodes: list[Node] | None = None, transport=None) -> RunContext:
-    # node scratch (the software worker's folder) inside the test's own tmp dir: never a shared /tmp path
-    cfg = dataclasses.replace(default_local_config(), scratch_root=str(tmp_path / "scratch"))
+    # each test its own scratch mount: phase-level runs do not clear scratch, and two runs in the
+    # same minute would otherwise meet in /tmp/<user>/cluster-eval-<minute>
+    (tmp_path / "scratch").mkdir(exist_ok=True)
+    cfg = dataclasses.replace(default_local_config(), local_scratch=str(tmp_path / "scratch"))
     store = RunStore.create(tmp_path / "reports", cfg.name)
     store.save_state(RunState(name=cfg.name, stamp=utc_stamp(), phases_planned=["environment"], started_utc=utc_now_iso()))
     nodes = nodes or [Node(name=cfg.nodes[0], address=cfg.nodes[0], index=0)]

@@ -205,29 +205,31 @@ def test_toc_labels_and_quick_profile_shortening():
     assert "3 min of timed IO" in render_report(view(two_groups())).markdown
 
 
-@pytest.mark.parametrize("variant", ["no-targets", "targets", "grouped"])
+@pytest.mark.parametrize("variant", ["no-targets", "targets", "grouped", "two-nodes"])
 def test_rendered_storage_passes_lint(tmp_path, variant):
-    lint = pytest.importorskip("clustereval.report.lint", reason="clustereval lint is not on this branch yet")
+    from clustereval.records.run import NodeInfo, PreflightRecord
+    from clustereval.report.lint import lint_file
+
     rec = two_groups()
-    targets = [StorageTarget("/code", bw_mib_s={"16KiB-read": 400.0})] if variant == "targets" else None
+    targets = [StorageTarget("/code", bw_mib_s={"16KiB-read": 400.0}),
+               StorageTarget("/", iops={"16KiB-read": 100000.0})] if variant == "targets" else None
     if variant == "grouped":
-        rec = record([lustre("/code", 2.3, "10.0.0.1@tcp:/a", 5.0), lustre("/data", 25, "10.0.0.2@tcp:/b", 5.0)])
+        rec = record([lustre("/code", 2.3, "10.0.0.1@tcp:/a", 5.6), lustre("/data", 25, "10.0.0.2@tcp:/b", 5.0),
+                      lustre("/home", 25, "10.0.0.3@tcp:/c", 5.0)])
+    v = view(rec, targets)
+    if variant == "two-nodes":
+        cw = ConcurrentWrite("/code", int(2.3 * TIB), "lustre",
+                             nodes=[NodeWrite("n0", 2**30, 2.5, 409.6), NodeWrite("n1", 2**30, 2.7, 379.3)],
+                             aggregate_mib_s=758.5)
+        rec = record([lustre("/code", 2.3, "10.0.0.1@tcp:/a", 5.0)], nodes=2, concurrent=cw)
+        v = view(rec)
+        v.records["preflight"] = PreflightRecord(nodes=[NodeInfo("n0", "10.0.0.1", 0, "gpu-a"),
+                                                         NodeInfo("n1", "10.0.0.2", 1, "gpu-b")], passed=True)
     path = tmp_path / "r.md"
-    path.write_text(render_report(view(rec, targets)).markdown)
-    assert lint.lint_file(path) == []
-
-
-def test_no_other_filesystem_is_named_in_a_bullet():
-    nfs = MountScan("/shared", 10 * TIB, "nfs4", "10.0.0.5:/export", "/shared", True, "node0", cells=real_cells(3.0))
-    _, result = section(record([nfs]))
-    text = next(f.text for f in result.findings if f.subsystem == "shared network FS")
-    assert "NFS is filesystem software and publishes no performance figures" in text
-    assert "Lustre" not in text and "per TiB of capacity" in text
-
-
-def test_a_shared_mount_faster_in_some_rows_is_not_called_slower():
-    fast = lustre("/fast", 2.3, "10.0.0.1@tcp:/a", 1.0, tweak={(16 * 2**10, "read"): 0.5, (2**30, "write"): 2.0})
-    md, result = section(record([fast]))
-    assert "Per row, `local/shared ×` runs from 0.5× to 2.0×; in the rows under 1× `/fast` was faster" in md
-    assert "slower than the local disk" not in md
-    assert all("slower than" not in f.text for f in result.findings)
+    md = render_report(v).markdown
+    path.write_text(md)
+    assert lint_file(path) == [], md
+    if variant == "two-nodes":
+        assert "| `gpu-a(node0)` | 2.50 | 409.6 |" in md
+    if variant == "grouped":
+        assert md.count("### Shared Lustre") == 2  # /data and /home share a table, /code has its own

@@ -52,9 +52,10 @@ NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvi
                "cluster has no GPU results")
 
 
-def _no_gpu_gap(phase: str, invs: list[NodeGpus]) -> Gap:
+def _no_gpu_gap(invs: list[NodeGpus]) -> Gap:
+    """One Gap for the three compute phases (phase "compute"), so the close-out lists it once."""
     why = "; ".join(f"{i.node.name}: {i.error}" for i in invs)
-    return Gap(phase=phase, text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
+    return Gap(phase="compute", text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
                plan=NO_GPU_PLAN)
 
 
@@ -111,7 +112,7 @@ class HealthPhase:
         rec.nodes = [r[0] for r in results if r[0] is not None]
         if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
             rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(self.name, [NodeGpus(n, n.name, error="nvidia-smi is not installed")
+            rec.gaps.append(_no_gpu_gap([NodeGpus(n, n.name, error="nvidia-smi is not installed")
                                                     for n in ctx.nodes]))
             return rec
         for _, gaps in results:
@@ -201,7 +202,7 @@ class MatmulPhase:
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(self.name, invs))
+            rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
@@ -459,7 +460,7 @@ class LemonPhase:
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(self.name, invs))
+            rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
         results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)

@@ -1,0 +1,83 @@
+"""End to end: `clustereval run` as a user runs it on this machine.
+
+The runs use the smoke profile (the whole pipeline in about a minute); the report must lint
+clean, say what could not run with a plan, and leave no scratch behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _report(cwd: Path) -> Path:
+    (report,) = sorted((cwd / "reports").glob("*.md"))
+    return report
+
+
+def _leftover_files(*roots: Path) -> list[str]:
+    """Files under the scratch roots that are not in a trash folder."""
+    left = []
+    for root in roots:
+        for path in root.rglob("*") if root.exists() else []:
+            if path.is_file() and "trash" not in path.relative_to(root).parts and "cluster-eval-" in str(path):
+                left.append(str(path))
+    return left
+
+
+def test_readme_run_command_on_this_machine(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
+                   'install_packages = false\n')
+    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = _report(tmp_path)
+    assert run_cli("lint", str(report)).returncode == 0
+    text = report.read_text()
+    assert "### Gaps" in text and "## Storage" in text and "Intra-node connectivity" in text
+    assert "Inter-node" not in text  # one node: no inter-node heading or TOC line
+    closeout = (report.parent / f"raw-{report.stem}" / "closeout.md").read_text()
+    assert "Proposed plan of action" in closeout
+    assert _leftover_files(scratch) == []
+
+
+def test_ctrl_c_then_resume_completes_the_report(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
+                   'install_packages = false\n')
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cfg), "--profile", "smoke"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # interrupt once the connectivity phase has started
+        lines.append(line)
+        if line.startswith("[connectivity] start"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 130, out[-3000:]
+    assert "resume with `clustereval run --resume" in out
+    run_dir = str(tmp_path / re.search(r"run folder: (\S+)", out).group(1))
+    assert _leftover_files(scratch) == []  # Ctrl-C still cleared the scratch
+    res = run_cli("run", "--resume", run_dir, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    state = (Path(run_dir) / "state.json").read_text()
+    assert '"storage"' in state.split('"phases_finished"')[1]
+    report = _report(tmp_path)
+    assert run_cli("lint", str(report)).returncode == 0
+    assert "## Storage" in report.read_text()
