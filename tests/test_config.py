@@ -204,7 +204,7 @@ def test_relative_remote_paths_and_type_errors(tmp_path):
         shared_paths = "/data"
         gpus_per_node = -1
         install_packages = "yes"
-        nodes = ["a"]
+        nodes = ["localhost"]
 
         [targets]
         gpu_bf16_tflops = -3
@@ -264,7 +264,7 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     body = [ln[2:] if ln.startswith("# ") and not ln.startswith("# One") and not ln.startswith("# O_DIRECT")
             and "=" in ln or ln.startswith("# [") else "" for ln in lines[start:]]
     path = tmp_path / "cluster.toml"
-    path.write_text('nodes = ["a"]\n' + "\n".join(body) + "\n")
+    path.write_text('nodes = ["localhost"]\n' + "\n".join(body) + "\n")
     cfg = load_config(path)
     assert cfg.nccl_env == (("NCCL_IB_HCA", "mlx5"),) and cfg.targets.gpu_bf16_tflops == 989.0
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
