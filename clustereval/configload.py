@@ -30,11 +30,11 @@ from clustereval.hostfile import (
     _NODE_RE,
     _bad_chars,
     address_problem,
-    decode_text,
     is_this_host,
     parse_hostfile,
     this_host,
 )
+from clustereval.inputs import decode_text
 from clustereval.tomllines import TomlLines
 
 try:
@@ -106,7 +106,9 @@ class _Loader:
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
         if not ok:
             self.problem((*prefix, key), f"{label} must be {what or _kind_name(kinds)}, not {_show(value)}",
-                         f"for example: {label} = {example or _example(kinds)}")
+                         f"write the number without quotes: {label} = {value.strip()}"
+                         if kinds == (int,) and isinstance(value, str) and value.strip().isdigit()
+                         else f"for example: {label} = {example or _example(kinds)}")
             return None
         return value
 

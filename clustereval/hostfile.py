@@ -43,32 +43,19 @@ def address_problem(text: str) -> str | None:
     if re.fullmatch(r"[0-9.]+", text):
         parts = text.split(".")
         if len(parts) != 4 or not all(parts):
-            return f"{text!r} is not a valid IPv4 address (it has {len([p for p in parts if p])} numbers, not 4)"
+            return f"{text} is not a valid IPv4 address: it has {len([p for p in parts if p])} numbers, not 4"
         big = next((p for p in parts if int(p) > 255), None)
         if big is not None:
-            return f"{text!r} is not a valid IPv4 address ({int(big)} is more than 255)"
-        return f"{text!r} is not a valid IPv4 address"
+            return f"{text} is not a valid IPv4 address: {int(big)} is more than 255"
+        return f"{text} is not a valid IPv4 address"
     if ":" in text and re.fullmatch(r"[0-9A-Fa-f:.]+", text):
-        return f"{text!r} is not a valid IPv6 address"
+        return f"{text} is not a valid IPv6 address"
     if not _NODE_RE.match(text) or len(text) > 253:
         return f"{text!r} contains {_bad_chars(text)}"
     return None
 
 
 _IP_HINT = "an IPv4 address is four numbers from 0 to 255, e.g. 10.0.0.1"
-
-
-def decode_text(data: bytes) -> tuple[str | None, int, str]:
-    """(text, 0, "") for a UTF-8 text file; (None, line, why) for binary or non-UTF-8 bytes."""
-    newline = b"\n"
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        return None, data.count(newline, 0, nul) + 1, "not a text file: it holds binary data (a NUL byte)"
-    try:
-        return data.decode("utf-8"), 0, ""
-    except UnicodeDecodeError as exc:
-        return None, data.count(newline, 0, exc.start) + 1, (f"not a text file: byte 0x{data[exc.start]:02x} "
-                                                              "is not UTF-8")
 
 
 def parse_hostfile(text: str, display: str) -> tuple[list[HostEntry], list[Problem]]:
@@ -86,9 +73,10 @@ def parse_hostfile(text: str, display: str) -> tuple[list[HostEntry], list[Probl
         address, rest = words[0], words[1:]
         why = address_problem(address)
         if why is not None:
-            ip_like = re.fullmatch(r"[0-9A-Fa-f:.]+", address) and "contains" not in why
-            problems.append(Problem(where, f"cannot read {line!r} as a peer address ({why})",
-                                    _IP_HINT if ip_like else form))
+            if "contains" not in why:  # meant as an IP address
+                problems.append(Problem(where, why, _IP_HINT))
+            else:
+                problems.append(Problem(where, f"cannot read {line!r} as a peer address ({why})", form))
             continue
         slots: int | None = None
         bad = False
