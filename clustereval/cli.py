@@ -252,13 +252,15 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
                    sample_seconds: float) -> None:
     """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
     from clustereval.analysis.nccl_debug import report_lines
-    from clustereval.app import _progress_printer
+    from clustereval.console import RunConsole
     from clustereval.debug.nccl import debug_nccl
 
     config = load_config_or_default(config_path)
-    rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
-                            snapshot_all=snapshot_all, reports_dir=reports_dir_or_fail(reports_dir, config),
-                            sample_s=sample_seconds, progress=_progress_printer(console))
+    reports = reports_dir_or_fail(reports_dir, config)
+    with RunConsole(console) as ui:
+        rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
+                                snapshot_all=snapshot_all, reports_dir=reports, sample_s=sample_seconds,
+                                progress=ui.progress)
     for line in report_lines(rec):
         out.print(line, markup=False)
     for gap in rec.gaps:
@@ -284,13 +286,14 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
                  reports_dir: str | None, sample_seconds: float) -> None:
     """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance."""
     from clustereval.analysis.fs_debug import report_lines
-    from clustereval.app import _progress_printer
+    from clustereval.console import RunConsole
     from clustereval.debug.fs import debug_fs
 
     config = load_config_or_default(config_path)
-    rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds,
-                          reports_dir=reports_dir_or_fail(reports_dir, config), sample_s=sample_seconds,
-                          progress=_progress_printer(console))
+    reports = reports_dir_or_fail(reports_dir, config)
+    with RunConsole(console) as ui:
+        rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds, reports_dir=reports,
+                              sample_s=sample_seconds, progress=ui.progress)
     for line in report_lines(rec):
         out.print(line, markup=False)
     for gap in rec.gaps:
