@@ -316,3 +316,20 @@ def test_readme_sample_config_loads(tmp_path):
     cfg = load_config(path)
     assert cfg.nodes == ("gpu-a", "gpu-b") and [h.address for h in cfg.hosts] == ["10.0.0.1", "10.0.0.2"]
     assert cfg.gpus_per_node == 8 and cfg.ssh.port == 7878 and cfg.targets.nvlink_uni_gb_s == 450
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/slurm.md"])
+def test_slurm_sample_configs_in_the_docs_load(tmp_path, doc):
+    import re
+
+    from tests.conftest import REPO
+
+    text = (REPO / doc).read_text()
+    toml = next(block for block in re.findall(r"```toml\n(.*?)```", text, re.S) if 'access = "slurm"' in block)
+    cfg = load_config(write(tmp_path, toml))
+    assert cfg.access == "slurm" and cfg.nodes == () and cfg.hosts == ()
+    assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.gpus_per_node, cfg.slurm.time_limit) == (
+        "gpu", 2, 8, "02:00:00")
+    assert cfg.shared_paths == ("/lustre/project",) and cfg.slurm.salloc_args == ("--exclusive",)
+    # every [slurm] key the sample shows is one the loader knows, and the doc names the salloc form
+    assert "salloc --nodes" in text and "SLURM_JOB_ID" in text
