@@ -26,6 +26,10 @@ from clustereval.transport.base import Node
 SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
 
 
+HOT_SETTLE_S = 0.3  # the worker's settle for a hot shape after another one (workers/matmul.py)
+HOT_S = 1.0  # the worker's default timed window of each hot shape (--hot-s)
+
+
 @dataclass(frozen=True)
 class MatmulPlan:
     """How the compute passes run. ``device="cpu"`` runs the same passes on the CPU with tiny
@@ -44,10 +48,33 @@ class MatmulPlan:
     search_timeout_s: float = 3600.0
     lemon_gpu_timeout_s: float = 300.0  # one GPU's lemon GEMM; past it the GPU is hung (dead)
     load_max_s: float = 3600.0
+    progress_every_s: float = 10.0  # how often the search's progress (shapes timed, time left) is shown
 
     @property
     def cpu(self) -> bool:
         return self.device == "cpu"
+
+    def search_time_left_s(self, stages: list[str], elapsed_s: float) -> float:
+        """Time left of the matmul search, from the stages of the shapes timed so far.
+
+        The large-shape tail has a known duration (each hot shape held ``HOT_S`` after a short
+        settle, then the sustained shape for ``settle_s + sustain_s``). The screening before it
+        adapts to the GPU, so its remainder is the coarse budget and the confirmations still to
+        time at the pace measured so far; past the budget (the refinement climbing) only the tail
+        is left to estimate."""
+        from clustereval.analysis.matmul import HOT, SUSTAINED, SearchPlan
+
+        hot_each = HOT_SETTLE_S + HOT_S
+        num_hot, num_sustained = stages.count(HOT), stages.count(SUSTAINED)
+        sustained = max(0, SearchPlan.num_sustain - num_sustained) * (self.settle_s + self.sustain_s)
+        if num_hot or num_sustained:
+            return max(0, SearchPlan.num_hot - num_hot) * hot_each + sustained
+        tail = self.settle_s + SearchPlan.num_hot * hot_each + sustained
+        screened = len(stages)
+        if not screened:
+            return tail
+        expected = self.coarse_budget + SearchPlan.num_confirm
+        return max(0, expected - screened) * (elapsed_s / screened) + tail
 
     def pinned_timeout_s(self) -> float:
         return self.start_timeout_s + self.settle_s + self.sustain_s + 120.0
