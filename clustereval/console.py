@@ -10,6 +10,7 @@ pipe) each update is one plain line, so a log keeps every step. Phases never pri
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -52,6 +53,13 @@ def phase_reason(record: Any) -> str:
     return ""
 
 
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 class _TimeLeft(ProgressColumn):
     """The time left of the current step, counting down from the phase's last estimate."""
 
@@ -86,7 +94,10 @@ class RunConsole:
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[phase]}[/]"),
                                       TextColumn("{task.fields[node]}"), TextColumn("{task.description}"),
                                       _Elapsed(), _TimeLeft(), console=self.console, transient=True,
-                                      refresh_per_second=4)
+                                      refresh_per_second=4,
+                                      # stdout joins the display only when it is the same terminal: a
+                                      # redirected stdout (run > log) keeps its own lines
+                                      redirect_stdout=_isatty(sys.stdout), redirect_stderr=_isatty(sys.stderr))
             self._progress.start()
         return self
 
@@ -103,10 +114,13 @@ class RunConsole:
         with self._lock:
             started = self._started.setdefault(phase, now)
             if self._progress is not None:
-                task = self._tasks.get(phase)
+                # a phase the runner started has its own line; a command's steps (debug fs, whose
+                # scans report as "storage") share one
+                key = phase if phase in self._tasks else "_steps"
+                task = self._tasks.get(key)
                 fields = {"phase": phase, "node": node, "until": now + eta_s if eta_s else None}
                 if task is None:
-                    self._tasks[phase] = self._progress.add_task(message, total=None, **fields)
+                    self._tasks[key] = self._progress.add_task(message, total=None, **fields)
                 else:
                     self._progress.update(task, description=message, **fields)
                 return

@@ -108,3 +108,18 @@ def test_a_run_prints_the_reason_of_a_skipped_phase_and_ends_with_the_report_pat
     assert any(re.fullmatch(r"\[storage\] ok \(\d+ s\)", ln) for ln in lines), lines
     runs = [ln for ln in lines if ln.startswith("[storage] ") and "(run " in ln]
     assert runs and all("left)" in ln for ln in runs)  # fio's duration is known: every run says the time left
+
+
+def test_a_commands_steps_share_one_live_line():
+    buf = io.StringIO()
+    console = Console(file=buf, width=150, force_terminal=True, color_system=None)
+    ui = RunConsole(console)
+    with ui:
+        ui.progress("debug fs", "n0", "snapshot with /fsx", None)
+        ui.progress("storage", "n0", "fio 16 KiB read on /fsx (run 1 of 12)", 90.0)
+        assert list(ui._tasks) == ["_steps"]
+        time.sleep(0.6)
+    text = ANSI.sub("", buf.getvalue())
+    last = [ln for ln in re.split(r"[\r\n]", text) if "fio 16 KiB read" in ln]
+    assert last and "storage" in last[-1] and "about 1 min 2" in last[-1]
+    assert not any("snapshot with /fsx" in ln and "fio" in ln for ln in text.splitlines())
