@@ -402,7 +402,11 @@ class _Loader:
                 continue
             path = Path(value).expanduser()
             path = path if path.is_absolute() else base_dir / path
-            if not path.is_file():
+            if path.is_dir():
+                self.problem((*prefix, key), f"ssh {key} {value} is a directory, not a file",
+                             "name the file itself, e.g. identity_file = \"~/.ssh/id_ed25519\""
+                             if key == "identity_file" else "name the file itself, e.g. config_file = \"ssh_config\"")
+            elif not path.is_file():
                 self.problem((*prefix, key), f"ssh {key} {value} does not exist",
                              "paths are relative to cluster.toml; ~ is your home directory")
             else:

@@ -213,3 +213,11 @@ def test_invalid_ip_in_nodes(tmp_path):
     lines = _bad(run_cli("preflight", "--config", path, cwd=tmp_path, timeout=60))
     assert lines[1] == (f"  {path}:2: node 10.0.0 is not a valid IPv4 address: it has 3 numbers, not 4 (hint: an "
                         "IPv4 address is four numbers from 0 to 255, e.g. 10.0.0.1)")
+
+
+def test_ssh_key_that_is_a_directory(tmp_path):
+    (tmp_path / "keys").mkdir()
+    path = _config(tmp_path, 'access = "ssh"\nnodes = ["a"]\n[ssh]\nidentity_file = "keys"\n')
+    lines = _bad(run_cli("preflight", "--config", path, cwd=tmp_path, timeout=60))
+    assert lines[1] == (f"  {path}:4: ssh identity_file keys is a directory, not a file (hint: name the file itself, "
+                        'e.g. identity_file = "~/.ssh/id_ed25519")')
