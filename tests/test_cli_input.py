@@ -221,3 +221,12 @@ def test_ssh_key_that_is_a_directory(tmp_path):
     lines = _bad(run_cli("preflight", "--config", path, cwd=tmp_path, timeout=60))
     assert lines[1] == (f"  {path}:4: ssh identity_file keys is a directory, not a file (hint: name the file itself, "
                         'e.g. identity_file = "~/.ssh/id_ed25519")')
+
+
+def test_resume_and_cleanup_of_a_folder_that_is_not_a_run(tmp_path):
+    lines = _bad(run_cli("run", "--resume", "nope", cwd=tmp_path, timeout=60))
+    assert lines == ["error[file-not-found]: nope: no such folder",
+                     "  hint: give the raw folder of a run: reports/raw-<name>-<YYYY-MM-DD-HHMMZ>"]
+    (tmp_path / "raw-x").mkdir()
+    lines = _bad(run_cli("cleanup", "raw-x", cwd=tmp_path, timeout=60))
+    assert lines[0] == "error[bad-input]: raw-x: no state.json; this is not a clustereval run folder"
