@@ -13,6 +13,9 @@ from clustereval.compare import save_summary
 from clustereval.records.environment import FilesystemInfo, NvlinkInfo, SoftwareInfo
 from clustereval.records.network import (
     AllreduceRecord,
+    ConnectivityRecord,
+    LaunchInfo,
+    NcclDebugInfo,
     NcclEnvInfo,
     PairResult,
     PairwiseRecord,
@@ -104,7 +107,13 @@ def healthy_records(*, slow_gpu: tuple[int, int] | None = None, slow_frac: float
     mm = cr.matmul(_passes(slow_gpu, slow_frac, seed), hosts)
     lemon = cr.lemon(_passes(None, 0.0, seed + 1), hosts)
     health = cr.health(hosts, NUM_GPUS)
-    nenv = NcclEnvInfo(final_env=dict(env_vars), env_source={k: "cluster.toml" for k in env_vars})
+    env.tool_links = {"software.py": "raw-h200/tools/software.py"}
+    nenv = NcclEnvInfo(final_env=dict(env_vars), env_source={k: "cluster.toml" for k in env_vars},
+                       nvls_enable=env_vars.get("NCCL_NVLS_ENABLE", ""), nvls_source="cluster.toml")
+    conn = ConnectivityRecord(scope="inter-node", backend="nccl", num_nodes=len(addrs), num_ranks=NUM_GPUS * len(addrs),
+                              allreduce_ok=True, nccl_env=nenv,
+                              launch=LaunchInfo(nodes=addrs, nproc_per_node=NUM_GPUS, world_size=NUM_GPUS * len(addrs),
+                                                ok=True, rc_by_node={a: 0 for a in addrs}, endpoint="10.0.0.1:29500"))
     ar = AllreduceRecord(intra=[_sweep("intra-node", [a], NUM_GPUS, 360.0, seed + i) for i, a in enumerate(addrs)],
                          inter=_sweep("inter-node", addrs, NUM_GPUS * len(addrs), 180.0, seed) if len(addrs) > 1
                          else None, min_bytes=PAYLOADS[0], max_bytes=PAYLOADS[-1], nccl_env=nenv)
@@ -123,8 +132,11 @@ def healthy_records(*, slow_gpu: tuple[int, int] | None = None, slow_frac: float
                                    FilesystemInfo("/data", 50 * 2**40, "lustre", "10.4.0.1@tcp:/fs", shared=True)],
                        local=local, shared=[shared], concurrent=cw, num_nodes=len(addrs), fio_version="fio-3.33",
                        tool_files=["tools/storage.py"])
-    return {"preflight": pre, "evalpython": ev, "environment": env, "health": health, "matmul": mm, "lemon": lemon,
-            "allreduce": ar, "pairwise": pw, "storage": st}
+    for sw in ar.intra + ([ar.inter] if ar.inter else []):
+        sw.nccl = NcclDebugInfo(scope=sw.scope, version=f"{nccl}+cuda13.0", transports=["P2P/CUMEM"], network="IB",
+                                nvls_available=False, nvls_used=False, nvls_env="0")
+    return {"preflight": pre, "evalpython": ev, "environment": env, "connectivity": conn, "health": health,
+            "matmul": mm, "lemon": lemon, "allreduce": ar, "pairwise": pw, "storage": st}
 
 
 def write_run(reports: Path, records: dict[str, object], *, name: str = "h200", stamp: str = "2026-11-30-1938Z",
