@@ -48,10 +48,11 @@ def _addr(i: int) -> str:
     return f"10.0.0.{i + 1}"
 
 
-def _passes(slow_gpu: tuple[int, int] | None, slow_frac: float, seed: int) -> list[list[dict[int, float]]]:
+def _passes(slow_gpu: tuple[int, int] | None, slow_frac: float, seed: int,
+            num_nodes: int = len(HOSTS)) -> list[list[dict[int, float]]]:
     """Per node, the MSMF passes: one pass when nothing is flagged, three on the node with a slow GPU."""
     out = []
-    for n in range(len(HOSTS)):
+    for n in range(num_nodes):
         num = 3 if slow_gpu and slow_gpu[0] == n else 1
         passes = []
         for p in range(num):
@@ -104,8 +105,8 @@ def healthy_records(*, slow_gpu: tuple[int, int] | None = None, slow_frac: float
         n.filesystems = [FilesystemInfo("/", 270553174016, "ext4", "/dev/vda"),
                          FilesystemInfo("/data", 50 * 2**40, "lustre", "10.4.0.1@tcp:/fs", shared=True)]
     ev = EvalPythonRecord(mode="venv", torch="2.11.0+cu130", nccl=nccl, python="3.12.3")
-    mm = cr.matmul(_passes(slow_gpu, slow_frac, seed), hosts)
-    lemon = cr.lemon(_passes(None, 0.0, seed + 1), hosts)
+    mm = cr.matmul(_passes(slow_gpu, slow_frac, seed, len(hosts)), hosts)
+    lemon = cr.lemon(_passes(None, 0.0, seed + 1, len(hosts)), hosts)
     health = cr.health(hosts, NUM_GPUS)
     env.tool_links = {"software.py": "raw-h200/tools/software.py"}
     nenv = NcclEnvInfo(final_env=dict(env_vars), env_source={k: "cluster.toml" for k in env_vars},

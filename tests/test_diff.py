@@ -64,7 +64,7 @@ def test_a_run_against_itself_reports_no_change(tmp_path):
     assert all(c.change_frac == 0.0 for c in rec.changes)
     md = md_path.read_text()
     assert lint_text(md) == [], md
-    assert "0 figures changed beyond noise and 48 figures are within noise" in md
+    assert "0 measurements changed beyond noise and 48 measurements are within noise" in md
     assert "## Changes beyond noise" not in md
 
 
@@ -79,7 +79,9 @@ def test_different_clusters_are_named_and_compared_by_node_order(tmp_path):
         (0, "gpu-a(node0)", "gpu-x(node0)"), (1, "gpu-b(node1)", "gpu-y(node1)"), (2, "", "gpu-z(node2)")]
     assert [(x.run, x.what, x.subject) for x in rec.one_sided if x.what == "node"] == [("new", "node", "gpu-z(node2)")]
     # node2's own figures are not listed again; what changed shape (the 3-node all-reduce) is
+    figures = {(x.run, x.kind) for x in rec.one_sided if x.what == "figure"}
     assert not any("node2" in x.subject for x in rec.one_sided if x.what == "figure")
+    assert figures == {("old", "busbw-inter"), ("new", "busbw-inter")}
     md = md_path.read_text()
     assert lint_text(md) == [], md
     assert "figures are compared by node order and GPU index" in md

@@ -45,7 +45,7 @@ def test_summary_holds_cluster_figures_verdicts_and_phases(tmp_path):
     assert figs["lemon/node0/gpu0"]["provenance"]["shape"] == [16384, 16384, 16384]
     intra = figs[f"busbw-intra/node0/{2**20}"]
     assert intra["unit"] == "GB/s" and intra["subject"] == "intra-node all-reduce on gpu-a(node0) at 1 MiB"
-    assert figs[f"busbw-inter/all/{2**28}"]["provenance"]["num_ranks"] == NUM_GPUS * len(HOSTS)
+    assert figs[f"busbw-inter/2-nodes/{2**28}"]["provenance"]["num_ranks"] == NUM_GPUS * len(HOSTS)
     assert figs["pairwise/node0+node1"]["noise_frac"] == 0.05
     fio = figs["fio/node0/tmp/1MiB-write"]
     assert fio["unit"] == "MiB/s" and fio["cell"] == "1MiB-write" and fio["mount"] == "/tmp"

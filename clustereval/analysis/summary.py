@@ -133,7 +133,7 @@ def _compute_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _sweep_figures(sweep: Any, kind: str, where: str, subject: str) -> list[dict[str, Any]]:
+def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | None) -> list[dict[str, Any]]:
     out = []
     blocking = {r.payload_bytes: r for r in sweep.blocking_rows}
     for r in sweep.rows:
@@ -145,6 +145,7 @@ def _sweep_figures(sweep: Any, kind: str, where: str, subject: str) -> list[dict
             "id": f"{kind}/{where}/{r.payload_bytes}",
             "kind": kind,
             "subject": f"{subject} at {iec_label(r.payload_bytes)}",
+            **({"node": node} if node is not None else {}),
             "payload_bytes": r.payload_bytes,
             "value": round(r.busbw_gb_s, 4),
             "unit": "GB/s",
@@ -166,9 +167,11 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, A
     for s in getattr(ar, "intra", None) or []:
         if s.nodes:
             out += _sweep_figures(s, "busbw-intra", nodes.key(s.nodes[0]),
-                                  f"intra-node all-reduce on {nodes.label(s.nodes[0])}")
+                                  f"intra-node all-reduce on {nodes.label(s.nodes[0])}", nodes.idx(s.nodes[0]))
     if ar is not None and ar.inter is not None and len(ar.inter.nodes) >= 2:
-        out += _sweep_figures(ar.inter, "busbw-inter", "all", f"inter-node all-reduce over {len(ar.inter.nodes)} nodes")
+        # the node count is part of the name: busbw over 2 nodes and over 4 nodes are different figures
+        num = len(ar.inter.nodes)
+        out += _sweep_figures(ar.inter, "busbw-inter", f"{num}-nodes", f"inter-node all-reduce over {num} nodes", None)
     pw = records.get("pairwise")
     for p in getattr(pw, "pairs", None) or []:
         a, b = sorted((p.a, p.b), key=lambda x: (nodes.idx(x) is None, nodes.idx(x) or 0, x))

@@ -86,6 +86,9 @@ def _value(c: FigureChange, side: str) -> str:
 def _title(rec: DiffRecord) -> str:
     n = rec.new
     gpus = f" of {n.gpus_per_node}× {n.gpu_model}" if n.gpus_per_node and n.gpu_model else ""
+    # the report's title form; the GPU part is where the comparison is said (the form allows text there only)
+    if not gpus:
+        return f"Cluster eval: {plural(max(n.num_nodes, 1), 'node')}"
     return f"Cluster eval: {plural(max(n.num_nodes, 1), 'node')}{gpus}, compared with an earlier run"
 
 
@@ -128,8 +131,8 @@ def _runs(rec: DiffRecord, doc: Document) -> None:
              "three passes (never less than the runbook's 2% rule), an all-reduce payload against the difference "
              "between its back-to-back and one-call-at-a-time timings (never less than 2%), a node pair against the "
              f"pairwise hunt's threshold, and fio and the concurrent write against a tolerance of {tol:g}% "
-             f"(`--fio-tolerance`). Of the {plural(len(rec.changes), 'figure')} both runs hold, "
-             f"{plural(len(beyond), 'figure')} changed beyond noise and {plural(len(within), 'figure')} "
+             f"(`--fio-tolerance`). Of the {plural(len(rec.changes), 'measurement')} both runs hold, "
+             f"{plural(len(beyond), 'measurement')} changed beyond noise and {plural(len(within), 'measurement')} "
              f"{'is' if len(within) == 1 else 'are'} within noise.")
 
 
