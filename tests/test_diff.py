@@ -151,3 +151,25 @@ def test_read_summary_accepts_folder_report_and_json(tmp_path):
     b, raw_b = read_summary(report)
     c, raw_c = read_summary(old / SUMMARY_FILE)
     assert a == b == c and raw_a == raw_b == raw_c == old
+
+
+def test_driver_nccl_env_and_mount_layout_drift(tmp_path):
+    reports = tmp_path / "reports"
+    old = write_run(reports, healthy_records(), stamp="2026-11-30-1938Z")
+    changed = healthy_records(nccl_env={"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": "0",
+                                        "NCCL_SOCKET_IFNAME": "eth0"})
+    changed["environment"].nodes[1].software.driver = "580.105.08"
+    for fs in changed["storage"].partitions:
+        if fs.mount == "/data":
+            fs.fstype, fs.source = "nfs4", "10.4.0.9:/export"
+    new = write_run(reports, changed, stamp="2026-12-01-0900Z")
+    rec, md_path, _ = diff_runs(old, new)
+    drift = {(d.item, d.old, d.new, tuple(d.where)) for d in rec.drift}
+    assert drift == {("NVIDIA driver", "580.95.05", "580.105.08", ("gpu-b(node1)",)),
+                     ("NCCL_IB_HCA", "mlx5", "mlx5_0,mlx5_1", ()),
+                     ("NCCL_SOCKET_IFNAME", "", "eth0", ()),
+                     ("mount /data fstype", "lustre", "nfs4", ()),
+                     ("mount /data source", "10.4.0.1@tcp:/fs", "10.4.0.9:/export", ())}
+    md = md_path.read_text()
+    assert lint_text(md) == [], md
+    assert "| `NCCL_SOCKET_IFNAME` | not set | `eth0` | every node |" in md
