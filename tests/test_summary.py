@@ -111,3 +111,27 @@ def test_docs_name_every_key_and_figure_kind(tmp_path):
         assert re.search(rf"`{re.escape(key.split('.')[-1])}`", text), f"docs/summary.md does not document `{key}`"
     for kind in {f["kind"] for f in s["figures"]}:
         assert f"`{kind}`" in text, f"docs/summary.md does not document the figure kind `{kind}`"
+
+
+def test_real_run_writes_summary_and_junit(tmp_path):
+    """`clustereval run` on this machine (storage phase, smoke profile): real fio figures in summary.json."""
+    import xmlschema
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\ninstall_packages = false\n')
+    junit = tmp_path / "junit.xml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    proc = subprocess.run([sys.executable, "-m", "clustereval", "run", "--config", str(cfg), "--profile", "smoke",
+                           "--phases", "storage", "--junit", str(junit)], cwd=tmp_path, capture_output=True,
+                          text=True, env=env, timeout=600)
+    raws = sorted((tmp_path / "reports").glob("raw-here-*"))
+    assert raws, proc.stdout + proc.stderr
+    s = _summary(raws[0])
+    assert s["run"]["profile"] == "smoke" and s["cluster"]["access"] == "local"
+    assert [n["label"].endswith("(node0)") for n in s["cluster"]["nodes"]] == [True]
+    fio = [f for f in s["figures"] if f["kind"] == "fio"]
+    assert fio and all(f["value"] > 0 and f["unit"] == "MiB/s" for f in fio)
+    assert {p["phase"]: p["outcome"] for p in s["phases"]}["storage"] in ("ok", "partial")
+    xmlschema.XMLSchema(Path(__file__).parent / "fixtures" / "junit" / "junit.xsd").validate(str(junit))
