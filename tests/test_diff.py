@@ -11,6 +11,7 @@ from pathlib import Path
 from clustereval.analysis.diff import diff_summaries
 from clustereval.analysis.summary import SUMMARY_FILE, build_summary
 from clustereval.compare import diff_runs, read_summary
+from clustereval.records import Gap
 from clustereval.report.diff import render_diff
 from clustereval.report.lint import lint_text
 from clustereval.store import RunState
@@ -173,3 +174,18 @@ def test_driver_nccl_env_and_mount_layout_drift(tmp_path):
     md = md_path.read_text()
     assert lint_text(md) == [], md
     assert "| `NCCL_SOCKET_IFNAME` | not set | `eth0` | every node |" in md
+
+
+def test_new_hardware_failure_and_gap_are_listed_and_their_tools_linked(tmp_path):
+    reports = tmp_path / "reports"
+    old = write_run(reports, healthy_records(), stamp="2026-11-30-1938Z")
+    changed = healthy_records()
+    changed["health"] = cr.health(("gpu-a", "gpu-b"), 4, fail=(1, 3))
+    changed["health"].gaps = [Gap("health", "`dcgmi diag -r 3` was not run on gpu-b(node1).", "run it by hand")]
+    new = write_run(reports, changed, stamp="2026-12-01-0900Z")
+    rec, md_path, _ = diff_runs(old, new)
+    assert [(v.subsystem, v.old, v.new) for v in rec.verdicts] == [("GPUs", ["Healthy"], ["Underperforming"])]
+    assert rec.gaps_new == ["`dcgmi diag -r 3` was not run on gpu-b(node1)."] and rec.beyond == []
+    md = md_path.read_text()
+    assert lint_text(md) == [], md
+    assert "[`dcgmi diag -r 2`](https://docs.nvidia.com/" in md
