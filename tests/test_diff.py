@@ -189,3 +189,19 @@ def test_new_hardware_failure_and_gap_are_listed_and_their_tools_linked(tmp_path
     md = md_path.read_text()
     assert lint_text(md) == [], md
     assert "[`dcgmi diag -r 2`](https://docs.nvidia.com/" in md
+
+
+def test_gpu_missing_from_one_node_is_listed_once(tmp_path):
+    reports = tmp_path / "reports"
+    old = write_run(reports, healthy_records(), stamp="2026-11-30-1938Z")
+    fewer = healthy_records()
+    fewer["environment"].nodes[1].gpus.pop()  # gpu3 of gpu-b(node1) no longer visible
+    for phase in ("matmul", "lemon"):
+        fewer[phase].nodes[1].gpus.pop()
+    new = write_run(reports, fewer, stamp="2026-12-01-0900Z")
+    rec, md_path, _ = diff_runs(old, new)
+    assert [(x.run, x.what, x.subject) for x in rec.one_sided] == [("old", "gpu", "gpu-b(node1):gpu3")]
+    assert rec.beyond == []
+    md = md_path.read_text()
+    assert lint_text(md) == [], md
+    assert "| earlier run | gpu | gpu-b(node1):gpu3 |" in md
