@@ -62,7 +62,7 @@ def test_a_run_against_itself_reports_no_change(tmp_path):
     old = write_run(tmp_path / "reports", healthy_records())
     rec, md_path, _ = diff_runs(old, old / SUMMARY_FILE, output=tmp_path / "self.md")
     assert rec.beyond == [] and rec.drift == [] and rec.verdicts == [] and rec.one_sided == []
-    assert all(c.change_frac == 0.0 for c in rec.changes)
+    assert all(c.change_frac == 0.0 and c.old_subject == "" for c in rec.changes)
     md = md_path.read_text()
     assert lint_text(md) == [], md
     assert "0 measurements changed beyond noise and 48 measurements are within noise" in md
@@ -88,6 +88,8 @@ def test_different_clusters_are_named_and_compared_by_node_order(tmp_path):
     assert "figures are compared by node order and GPU index" in md
     assert "| node0 | `gpu-a(node0)` | `gpu-x(node0)` |" in md and "| node2 | not in this run | `gpu-z(node2)` |" in md
     assert rec.beyond == []  # same figures on other hosts
+    gpu = next(c for c in rec.changes if c.id == "msmf/node1/gpu2")
+    assert (gpu.subject, gpu.old_subject) == ("gpu-y(node1):gpu2", "gpu-b(node1):gpu2")
 
 
 def test_change_inside_a_gpus_three_pass_spread_is_within_noise():

@@ -81,7 +81,8 @@ def _judge(old: dict[str, Any], new: dict[str, Any], fio_tolerance: float) -> Fi
     return FigureChange(id=new["id"], kind=new["kind"], subject=new.get("subject", new["id"]),
                         unit=new.get("unit", ""), old_value=ov, new_value=nv, change_frac=change,
                         noise_frac=noise, noise_basis=basis, judgement=judgement,
-                        old_state=old.get("state", "ok"), new_state=new.get("state", "ok"))
+                        old_state=old.get("state", "ok"), new_state=new.get("state", "ok"),
+                        old_subject=old.get("subject", "") if old.get("subject") != new.get("subject") else "")
 
 
 def _one_sided(old: dict[str, Any], new: dict[str, Any], old_figs: dict[str, Any],

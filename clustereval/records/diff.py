@@ -48,6 +48,7 @@ class FigureChange:
     judgement: str  # BEYOND | WITHIN
     old_state: str = "ok"
     new_state: str = "ok"
+    old_subject: str = ""  # the earlier run's name for it, when the hosts differ
 
     @property
     def beyond(self) -> bool:

@@ -77,6 +77,10 @@ def _pct(frac: float | None) -> str:
     return "state changed" if frac is None else f"{frac * 100:+.1f}"
 
 
+def _subject(c: FigureChange) -> str:
+    return f"{c.subject} (earlier run: {c.old_subject})" if c.old_subject else c.subject
+
+
 def _value(c: FigureChange, side: str) -> str:
     value = c.old_value if side == "old" else c.new_value
     state = c.old_state if side == "old" else c.new_state
@@ -141,14 +145,14 @@ def _beyond(rec: DiffRecord, doc: Document) -> None:
     if not beyond:
         return
     doc.heading(2, "Changes beyond noise")
-    rows = [[KIND_WORDS.get(c.kind, c.kind), c.subject, _value(c, "old"), _value(c, "new"),
+    rows = [[KIND_WORDS.get(c.kind, c.kind), _subject(c), _value(c, "old"), _value(c, "new"),
              UNIT_WORDS.get(c.unit, c.unit), _pct(c.change_frac), f"{c.noise_frac * 100:.1f}"]
             for c in sorted(beyond, key=lambda c: (KIND_ORDER.index(c.kind) if c.kind in KIND_ORDER else 99, c.id))]
     doc.table(["figure", "what", "earlier", "later", "unit", "change (%)", "noise (%)"], rows, "llrrlrr")
     for c in beyond:
         if c.change_frac is not None:
             continue
-        doc.para(f"{c.subject}: {c.old_state} in the earlier run, {c.new_state} in the later run.")
+        doc.para(f"{_subject(c)}: {c.old_state} in the earlier run, {c.new_state} in the later run.")
 
 
 def _within(rec: DiffRecord, doc: Document) -> None:
@@ -165,7 +169,7 @@ def _within(rec: DiffRecord, doc: Document) -> None:
         moved = [c for c in items if c.change_frac is not None]
         big = max(moved, key=lambda c: abs(c.change_frac or 0.0)) if moved else None
         rows.append([KIND_WORDS.get(kind, kind), str(len(items)),
-                     f"{_pct(big.change_frac)} ({big.subject})" if big else "no value in either run",
+                     f"{_pct(big.change_frac)} ({_subject(big)})" if big else "no value in either run",
                      f"{max(c.noise_frac for c in items) * 100:.1f}"])
     doc.table(["figure", "figures", "largest change (%)", "noise (%)"], rows, "lrll")
 
