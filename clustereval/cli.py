@@ -193,11 +193,9 @@ def diff(old: str, new: str, fio_tolerance: float, output: str | None, fail_on_c
 
 
 def lint_text_of(path: Path) -> list:
-    """Lint a markdown file clustereval just wrote (a diff is no run report, so ``lint_file``'s
-    report check does not apply)."""
-    from clustereval.report.lint import lint_text
+    from clustereval.report.lint import lint_file
 
-    return lint_text(Path(path).read_text(encoding="utf-8"), path=str(path))
+    return lint_file(path)
 
 
 @cli.command()
