@@ -197,7 +197,14 @@ def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
     rec = MatmulPhase().run(ctx)
     (node,) = rec.nodes
     assert not rec.gaps and node.search.shapes_tried == 4 and node.search.mamf and node.search.msmf
-    assert node.num_passes == 1 and node.gpus[0].tflops[0] == node.search.msmf.mean_tflops
+    # MSMF is the held window's median (the sustained regime), and the search carries its trace
+    msmf = node.search.msmf
+    assert msmf.held and msmf.window_s > 0 and msmf.soak_s > 0
+    assert node.num_passes == 1 and node.gpus[0].tflops[0] == msmf.median_tflops
+    trace = node.search.trace
+    assert trace.msmf_span and trace.msmf_span.shape == msmf.shape and trace.mamf_t_s is not None
+    assert [sp.name for sp in trace.spans][:2] == ["search", "hot"] and "window" in {sp.name for sp in trace.spans}
+    assert node.search_wall_s > 0 and node.total_wall_s >= node.search_wall_s
     lemon = LemonPhase().run(ctx)
     assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps
 

@@ -222,8 +222,10 @@ class MatmulRecord(PhaseRecord):
     dtype: str = "bfloat16"
     tool_rel: str = ""  # the worker's source in the raw folder: tools/matmul.py
     grid: str = ""
-    settle_s: float = 0.0
-    sustain_s: float = 0.0
+    soak_min_s: float = 0.0  # the first held shape's soak, at least / at most
+    soak_max_s: float = 0.0
+    settle_s: float = 0.0  # a shape on a board already at its power limit settles at least this long
+    sustain_s: float = 0.0  # the timed window of every held shape
     nodes: list[NodeMatmul] = field(default_factory=list)
     saturated_sm_mhz: tuple[int, int] | None = None  # SM clock range at the power limit (Environment GPU table)
 

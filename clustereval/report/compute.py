@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.matmul import held_rate
 from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
@@ -292,9 +293,9 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         slow = _slowest(n)
         if slow is not None:
             gpu_i, t = slow
-            pct = f" ({_pct(round(t.mean_tflops), spec_tf)} of spec)" if spec_tf else ""
+            pct = f" ({_pct(round(held_rate(t)), spec_tf)} of spec)" if spec_tf else ""
             who = f" ({_gpu_name(n, gpu_i, True) if multi else f'gpu{gpu_i}'}, the slowest GPU)" if not single_gpu else ""
-            msmf_parts.append(f"{_tf(t.mean_tflops)} TFLOPS{pct} at {_shape(t)}{where}{who}"
+            msmf_parts.append(f"{_tf(held_rate(t))} TFLOPS{pct} at {_shape(t)}{where}{who}"
                               + (f", {_wmhz(t)}" if _wmhz(t) else ""))
     bullets = []
     if mamf_parts:
@@ -324,7 +325,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                 missing.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
                                f"twice ({why}).")
                 continue
-            value = round(t.mean_tflops)
+            value = round(held_rate(t))
             rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
     headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
     if rows and not any(r[3] for r in rows):  # no power telemetry anywhere (a CPU stand-in run)
@@ -347,7 +348,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
     first = [(g, t) for g, t in _first(n).items() if t is not None]
-    return min(first, key=lambda gt: gt[1].mean_tflops) if first else None
+    return min(first, key=lambda gt: held_rate(gt[1])) if first else None
 
 
 def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
@@ -515,7 +516,7 @@ def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: L
     spec_tf = spec.bf16_tflops if spec else None
     if mm:
         mamfs = [n.search.mamf.mean_tflops for n in mm.nodes if n.search and n.search.mamf]
-        msmfs = [s[1].mean_tflops for n in mm.nodes if (s := _slowest(n))]
+        msmfs = [held_rate(s[1]) for n in mm.nodes if (s := _slowest(n))]
         if mamfs:
             best = round(max(mamfs))
             of = f" ({_pct(best, spec_tf)} of the official {spec_tf:.0f} TFLOPS dense BF16)" if spec_tf else ""
