@@ -18,6 +18,14 @@ from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
+from clustereval.report.compute_msmf import (
+    held_method,
+    is_held,
+    loaded_sentences,
+    shortened,
+    steadiness_sentences,
+    trace_block,
+)
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
 
@@ -127,7 +135,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if ran_health and health:
         _health(doc, health, result)
     if ran_mm and mm:
-        _benchmarks(doc, mm, spec, facts, result)
+        _benchmarks(doc, mm, spec, facts, result, view.raw_rel)
     if lemon and lemon.nodes:
         _lemon(doc, lemon, result)
     env = view.get("environment")
@@ -248,7 +256,7 @@ def _gpu_name(n: Any, gpu: int, multi: bool) -> str:
 
 
 def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[GpuFacts],
-                result: SectionResult) -> None:
+                result: SectionResult, raw_rel: str = "") -> None:
     nodes = [n for n in mm.nodes if n.search is not None]
     multi = len(mm.nodes) > 1
     single_gpu = all(n.num_gpus == 1 for n in nodes)
@@ -267,16 +275,22 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                if search.confirm_min_iters else " for longer")
             + (f", the {search.num_hot} fastest large shapes held at full power one after another for "
                f"{search.hot_s:g} s each" if search.num_hot and search.hot_s else "")
-            + f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
-            f"enough for the board to reach its power limit{loaded}. Each timed matmul follows an overwrite of the "
-            "L2 cache and a re-randomised output matrix, and is timed alone."
+            + (held_method(search, mm) + loaded + "." if is_held(search) else
+               f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
+               f"enough for the board to reach its power limit{loaded}.")
+            + (" Each briefly timed matmul follows an overwrite of the L2 cache and a re-randomised output matrix, "
+               "and is timed alone; the held shapes run back to back, timed in chunks of about a quarter second."
+               if is_held(search) else " Each timed matmul follows an overwrite of the L2 cache and a re-randomised "
+               "output matrix, and is timed alone.")
             + (f" In the brief and the full timings the GPU idles after every matmul for as long as it computed "
                f"({search.burst_duty:.0%} duty), so the board stays under its power limit and the clock at boost; "
                "the held and pinned shapes run back to back at the power limit." if search.burst_duty < 1 else ""))
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
-                 "node ran a continuous matmul.")
-    doc.para(text)
+                 "node ran a continuous matmul" + (", with a settle rather than a full soak, since its siblings had "
+                                                   "kept the node at its power limit all along." if is_held(search)
+                                                   else "."))
+    doc.para(text + shortened(mm))
     gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")
     spec_tf = spec.bf16_tflops if spec else None
     lead = (f"Two numbers vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
@@ -332,11 +346,14 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         headers.remove("W / MHz")
         rows = [r[:3] + r[4:] for r in rows]
     doc.table(headers, [r[:len(headers)] for r in rows], "lrl" + "r" * (len(headers) - 3))
+    for n in nodes:
+        trace_block(doc, raw_rel, n, multi, result)
     sentences = list(missing)
     for n in nodes:
         sentences += _node_summary(n, multi, single_gpu)
         sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
+        sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":
                 held = "held" if t.stage == "hot" else "pinned"
