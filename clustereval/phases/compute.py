@@ -462,7 +462,7 @@ class NodePass:
             return
         who = ", ".join(f"gpu{g}" for g in timing.siblings_unread)
         text = (f"During the MSMF measurement of `{self._label(gpu)}` NVML could not read the utilisation of {who} "
-                f"({timing.sibling_error or 'no reading'}), so whether those siblings kept computing is unknown")
+                f"({timing.sibling_error or 'no reading'}), so whether those siblings were still computing is unknown")
         if text not in self.rec.warnings:
             self.rec.warnings.append(text)
 

@@ -288,7 +288,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
                  "node ran a continuous matmul" + (", with a settle rather than a full soak, since its siblings had "
-                                                   "kept the node at its power limit all along." if is_held(search)
+                                                   "computed at the power limit all along." if is_held(search)
                                                    else "."))
     doc.para(text + shortened(mm))
     gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")

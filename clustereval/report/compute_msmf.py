@@ -29,8 +29,8 @@ def is_held(search: SearchSummary) -> bool:
 def held_method(search: SearchSummary, mm: MatmulRecord) -> str:
     """The clause of the method paragraph that says how the sustained candidates were measured."""
     n = search.num_sustained
-    which = "the best of them" if n == 1 else f"the best {n} of them"
-    return (f", and {which} then held back to back, one after another, until the SM clock settled: the first for "
+    which = "the best shape" if n == 1 else f"the {n} best shapes"
+    return (f", and of those {which} then held back to back, one after another, until the SM clock settled: the first for "
             f"at least {search.soak_min_s:g} s and at most {search.soak_max_s:g} s, until the clock's mean over the "
             f"last {search.steady_window_s:g} s was within {100 * search.steady_tol_frac:.1f}% of the "
             f"{search.steady_window_s:g} s before, the next ones, on a board already at its power limit, for at least "
