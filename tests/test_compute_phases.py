@@ -187,6 +187,17 @@ def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
     assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
 
 
+def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_UNREAD", "2:0")
+    monkeypatch.setenv("FAKE_TEMP", "1:78")
+    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=3, start_timeout_s=30), fake_worker))
+    (node,) = rec.nodes
+    assert any("NVML could not read the utilisation of gpu0 (gpu0: NVMLError_GpuIsLost: GPU is lost)" in w
+               and "here(node0):gpu2" in w for w in node.warnings)
+    assert node.hot_gpus == [1] and node.low_power_gpus == []
+    assert node.all_gpu_wall_s > 0 and node.total_wall_s >= node.all_gpu_wall_s
+
+
 # -- the real worker on the CPU ------------------------------------------------------------------
 
 
