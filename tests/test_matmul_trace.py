@@ -86,7 +86,7 @@ def test_the_plot_is_drawn_into_a_lint_clean_report(tmp_path):
     perf = section(md, "GPU performance benchmarks")
     rel = "plots/matmul-10.0.0.1-gpu0.png"
     assert f"]({RAW}/{rel})" in perf and out.files[rel].startswith(b"\x89PNG")
-    assert ("and of those the 3 best shapes then held back to back, one after another, until the SM clock settled: the first "
+    assert ("and of those the 3 best shapes then held back to back, one after another, until the GPU clock settled: the first "
             "for at least 20 s and at most 60 s") in perf
     assert "then each was timed for 10 s. MSMF is the best of those timed windows' medians" in perf
     assert f"MSMF in the window from {s.trace.msmf_span.t0_s:.0f} s to {s.trace.msmf_span.t1_s:.0f} s" in perf

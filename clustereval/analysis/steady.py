@@ -139,7 +139,7 @@ def classify_steadiness(t: ShapeTiming, rule: SteadyRule) -> ShapeTiming:
                  f"{t.window_s:.0f} s window (beyond ±{100 * rule.max_drift_frac:.1f}%)")
     elif not t.settled:
         t.label = UNSTEADY
-        t.why = (f"its SM clock was still changing after the {t.soak_s:.0f} s soak limit "
+        t.why = (f"its clock was still changing after the {t.soak_s:.0f} s soak limit "
                  f"(more than {100 * rule.tol_frac:.1f}% between {rule.span_s:g} s spans)")
     return t
 

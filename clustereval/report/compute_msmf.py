@@ -7,6 +7,8 @@ Pure: records in, sentences and PNG bytes out (the renderer returns the bytes as
 
 from __future__ import annotations
 
+import re
+
 from clustereval.analysis.gpu_passes import gpu_label
 from clustereval.analysis.gpus import HOT_DELTA_C, LOW_POWER_FRAC
 from clustereval.analysis.matmul import held_rate
@@ -30,7 +32,7 @@ def held_method(search: SearchSummary, mm: MatmulRecord) -> str:
     """The clause of the method paragraph that says how the sustained candidates were measured."""
     n = search.num_sustained
     which = "the best shape" if n == 1 else f"the {n} best shapes"
-    return (f", and of those {which} then held back to back, one after another, until the SM clock settled: the first for "
+    return (f", and of those {which} then held back to back, one after another, until the GPU clock settled: the first for "
             f"at least {search.soak_min_s:g} s and at most {search.soak_max_s:g} s, until the clock's mean over the "
             f"last {search.steady_window_s:g} s was within {100 * search.steady_tol_frac:.1f}% of the "
             f"{search.steady_window_s:g} s before, the next ones, on a board already at its power limit, for at least "
@@ -56,7 +58,7 @@ def trace_block(doc: Document, raw_rel: str, n: NodeMatmul, multi: bool, result:
         return
     gpu0 = n.gpus[0].gpu if n.gpus else 0
     label = gpu_label(n.hostname, n.index, gpu0)
-    rel = f"plots/matmul-{n.node}-gpu{gpu0}.png".replace(":", "_")
+    rel = "plots/matmul-" + re.sub(r"[^A-Za-z0-9._-]", "_", n.node) + f"-gpu{gpu0}.png"
     png = trace_png(s.trace, TraceLabels(f"{label}: {n.gpu_name}", n.power_limit_w,
                                          s.mamf.mean_tflops if s.mamf else None, held_rate(s.msmf)))
     if png is None:

@@ -4,8 +4,9 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval.analysis.matmul`` (a run's raw folder
-  holds it beside this file as ``matmul_search.py``).
+  board at its power limit); the stages are in ``clustereval.analysis.matmul``, the steadiness rule
+  in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this file as
+  ``matmul_search.py`` and ``matmul_steady.py``, with ``matmul_bench.py`` and ``matmul_nvml.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
 - ``pinned``: one shape held until its SM clock settles, then timed for a window (a sustained
   measurement, as the search's MSMF is; the all-GPU pass runs it on every other GPU).
