@@ -324,9 +324,15 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        "survives once the matmul shape is large enough to pin the board at the power limit and the "
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
-    doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
-             "measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
-             "The MSMF shape is the M×N×K that won the sustained regime.")
+    firsts = [t for n in mm.nodes for t in _first(n).values() if t is not None]
+    if firsts and all(t.held and t.temp_c is not None and _wmhz(t) for t in firsts):
+        doc.para("The MSMF shape is the M×N×K that won the sustained regime; W / MHz / °C are the board power, SM clock "
+                 "and highest GPU temperature over its timed window, and the window drift is how far the median "
+                 "rate moved from the window's first half to its second.")
+    else:
+        doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM "
+                 "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
+                 "The MSMF shape is the M×N×K that won the sustained regime.")
     rows = []
     missing = []
     for n in mm.nodes:
@@ -340,12 +346,18 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                                f"twice ({why}).")
                 continue
             value = round(held_rate(t))
-            rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
-    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
-    if rows and not any(r[3] for r in rows):  # no power telemetry anywhere (a CPU stand-in run)
-        headers.remove("W / MHz")
-        rows = [r[:3] + r[4:] for r in rows]
-    doc.table(headers, [r[:len(headers)] for r in rows], "lrl" + "r" * (len(headers) - 3))
+            board = _wmhz(t, " / ", "")
+            if board and t.temp_c is not None:
+                board += f" / {t.temp_c:.0f}"
+            drift = f"{100 * t.drift_frac:+.2f}" if t.held else ""
+            rows.append([name, str(value), _shape(t), board, drift, _pct(value, spec_tf).rstrip("%")])
+    # held timings carry their window's temperature and drift; older records had neither
+    with_temp = bool(rows) and all(r[3].count("/") == 2 for r in rows if r[3])
+    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz / °C" if with_temp else "W / MHz", "window drift (%)",
+               "MSMF % spec"]
+    keep = [0, 1, 2] + ([3] if any(r[3] for r in rows) else []) + ([4] if all(r[4] for r in rows) else []) + \
+        ([5] if spec_tf else [])
+    doc.table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows], "lrl" + "r" * (len(keep) - 3))
     for n in nodes:
         trace_block(doc, raw_rel, n, multi, result)
     sentences = list(missing)
