@@ -187,6 +187,17 @@ def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
     assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
 
 
+def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_UNREAD", "2:0")
+    monkeypatch.setenv("FAKE_TEMP", "1:78")
+    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=3, start_timeout_s=30), fake_worker))
+    (node,) = rec.nodes
+    assert any("NVML could not read the utilisation of gpu0 (gpu0: NVMLError_GpuIsLost: GPU is lost)" in w
+               and "here(node0):gpu2" in w for w in node.warnings)
+    assert node.hot_gpus == [1] and node.low_power_gpus == []
+    assert node.all_gpu_wall_s > 0 and node.total_wall_s >= node.all_gpu_wall_s
+
+
 # -- the real worker on the CPU ------------------------------------------------------------------
 
 
@@ -197,7 +208,14 @@ def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
     rec = MatmulPhase().run(ctx)
     (node,) = rec.nodes
     assert not rec.gaps and node.search.shapes_tried == 4 and node.search.mamf and node.search.msmf
-    assert node.num_passes == 1 and node.gpus[0].tflops[0] == node.search.msmf.mean_tflops
+    # MSMF is the held window's median (the sustained regime), and the search carries its trace
+    msmf = node.search.msmf
+    assert msmf.held and msmf.window_s > 0 and msmf.soak_s > 0
+    assert node.num_passes == 1 and node.gpus[0].tflops[0] == msmf.median_tflops
+    trace = node.search.trace
+    assert trace.msmf_span and trace.msmf_span.shape == msmf.shape and trace.mamf_t_s is not None
+    assert [sp.name for sp in trace.spans][:2] == ["search", "hot"] and "window" in {sp.name for sp in trace.spans}
+    assert node.search_wall_s > 0 and node.total_wall_s >= node.search_wall_s
     lemon = LemonPhase().run(ctx)
     assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps
 
@@ -229,12 +247,19 @@ def test_the_search_shows_shapes_timed_and_the_time_left(tmp_path):
 
 
 def test_search_time_left_counts_the_known_tail_down():
-    plan = MatmulPlan(coarse_budget=10, settle_s=1.5, sustain_s=3.0)
+    from clustereval.analysis.matmul import SearchPlan
+    from clustereval.workers.matmul_bench import HOT_SETTLE_S, HOT_WARM_S
+
+    plan = MatmulPlan(coarse_budget=10, soak_min_s=20.0, settle_s=5.0, sustain_s=10.0)
+    hot_next, held_next = HOT_SETTLE_S + 1.0, 5.0 + 10.0
+    held = 20.0 + 10.0 + (SearchPlan.num_sustain - 1) * held_next
     tail = plan.search_time_left_s([], 0.0)
-    assert tail == 1.5 + 6 * 1.3 + 4.5
-    # halfway through the budget (10 + 8 confirmations) at 1 s a shape: 9 shapes left
-    assert plan.search_time_left_s(["screen"] * 9, 9.0) == 9.0 + tail
+    assert tail == HOT_WARM_S + 1.0 + (SearchPlan.num_hot - 1) * hot_next + held
+    # halfway through the budget (10 + the confirmations) at 1 s a shape
+    expected = 10 + SearchPlan.num_confirm
+    assert plan.search_time_left_s(["screen"] * 9, 9.0) == (expected - 9) * 1.0 + tail
     # past the budget only the tail is left; then it counts down shape by shape
     assert plan.search_time_left_s(["screen"] * 40, 40.0) == tail
-    assert plan.search_time_left_s(["screen"] * 40 + ["hot"] * 2, 44.0) == 4 * 1.3 + 4.5
-    assert plan.search_time_left_s(["screen"] * 40 + ["hot"] * 8 + ["sustained"], 60.0) == 0.0
+    assert plan.search_time_left_s(["screen"] * 40 + ["hot"] * 2, 44.0) == (SearchPlan.num_hot - 2) * hot_next + held
+    done = ["screen"] * 40 + ["hot"] * 8 + ["sustained"] * SearchPlan.num_sustain
+    assert plan.search_time_left_s(done, 90.0) == 0.0

@@ -23,10 +23,12 @@ from clustereval.probes.gpu_procs import (
 )
 from clustereval.transport.base import Node
 
-SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
+PKG = Path(__file__).resolve().parent.parent
+# what the worker imports beside itself: (source, name in the raw folder's tools/)
+WORKER_PARTS = ((PKG / "analysis" / "matmul.py", "matmul_search.py"), (PKG / "analysis" / "steady.py", "matmul_steady.py"),
+                (PKG / "workers" / "matmul_bench.py", "matmul_bench.py"), (PKG / "workers" / "nvml.py", "matmul_nvml.py"))
 
 
-HOT_SETTLE_S = 0.3  # the worker's settle for a hot shape after another one (workers/matmul.py)
 HOT_S = 1.0  # the worker's default timed window of each hot shape (--hot-s)
 
 
@@ -39,8 +41,10 @@ class MatmulPlan:
     dtype: str = "bfloat16"
     grid: str = ""  # the worker's default search space when empty
     coarse_budget: int = 256
-    settle_s: float = 1.5  # a pinned shape runs this long before timing starts
-    sustain_s: float = 3.0  # ... then is timed this long
+    soak_min_s: float = 20.0  # the first held shape soaks until its SM clock settles: at least this long
+    soak_max_s: float = 60.0  # ... and at most this long
+    settle_s: float = 5.0  # a shape on a board already at its power limit settles at least this long
+    sustain_s: float = 10.0  # the timed window after the soak or settle
     load_shape: str = "8192x8192x8192"  # the siblings' continuous matmul
     lemon_size: int = 0  # 0: 16384 on a GPU, 256 on CPU
     cpu_gpus: int = 0
@@ -57,19 +61,23 @@ class MatmulPlan:
     def search_time_left_s(self, stages: list[str], elapsed_s: float) -> float:
         """Time left of the matmul search, from the stages of the shapes timed so far.
 
-        The large-shape tail has a known duration (each hot shape held ``HOT_S`` after a short
-        settle, then the sustained shape for ``settle_s + sustain_s``). The screening before it
-        adapts to the GPU, so its remainder is the coarse budget and the confirmations still to
-        time at the pace measured so far; past the budget (the refinement climbing) only the tail
-        is left to estimate."""
+        The large-shape tail has a known duration: the hot shapes (the first warms up, the next
+        ones settle briefly, each timed ``HOT_S``), then the held shapes (the first soaks at least
+        ``soak_min_s``, the next ones settle ``settle_s``, each timed ``sustain_s``). The screening
+        before it adapts to the GPU, so its remainder is the coarse budget and the confirmations
+        still to time at the pace measured so far; past the budget (the refinement climbing) only
+        the tail is left to estimate."""
         from clustereval.analysis.matmul import HOT, SUSTAINED, SearchPlan
+        from clustereval.workers.matmul_bench import HOT_SETTLE_S, HOT_WARM_S
 
-        hot_each = HOT_SETTLE_S + HOT_S
-        num_hot, num_sustained = stages.count(HOT), stages.count(SUSTAINED)
-        sustained = max(0, SearchPlan.num_sustain - num_sustained) * (self.settle_s + self.sustain_s)
-        if num_hot or num_sustained:
-            return max(0, SearchPlan.num_hot - num_hot) * hot_each + sustained
-        tail = self.settle_s + SearchPlan.num_hot * hot_each + sustained
+        num_hot, num_held = stages.count(HOT), stages.count(SUSTAINED)
+        held_next = self.settle_s + self.sustain_s
+        held = (self.soak_min_s + self.sustain_s + (SearchPlan.num_sustain - 1) * held_next if not num_held
+                else max(0, SearchPlan.num_sustain - num_held) * held_next)
+        hot_next = HOT_SETTLE_S + HOT_S
+        if num_hot or num_held:
+            return (0.0 if num_held else max(0, SearchPlan.num_hot - num_hot) * hot_next) + held
+        tail = HOT_WARM_S + HOT_S + (SearchPlan.num_hot - 1) * hot_next + held
         screened = len(stages)
         if not screened:
             return tail
@@ -77,7 +85,12 @@ class MatmulPlan:
         return max(0, expected - screened) * (elapsed_s / screened) + tail
 
     def pinned_timeout_s(self) -> float:
-        return self.start_timeout_s + self.settle_s + self.sustain_s + 120.0
+        return self.start_timeout_s + self.soak_max_s + self.sustain_s + 120.0
+
+    def held_args(self) -> list[str]:
+        """The worker's steadiness flags for this plan."""
+        return ["--soak-min-s", f"{self.soak_min_s:g}", "--soak-max-s", f"{self.soak_max_s:g}",
+                "--settle-s", f"{self.settle_s:g}", "--sustain-s", f"{self.sustain_s:g}"]
 
 
 def plan_for(ctx: RunContext) -> MatmulPlan:
@@ -86,8 +99,15 @@ def plan_for(ctx: RunContext) -> MatmulPlan:
         return extra
     seconds = ctx.profile.matmul_seconds_per_shape
     if ctx.profile.name == "smoke":  # a rehearsal: the small reference grid, short sustained timings
-        return MatmulPlan(grid="anchors", coarse_budget=64, settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+        return MatmulPlan(grid="anchors", coarse_budget=64, soak_min_s=seconds or 0.5, soak_max_s=4 * (seconds or 0.5),
+                          settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+    if ctx.profile.name == "quick":  # the report says the window was shortened
+        return MatmulPlan(soak_min_s=QUICK_SOAK_MIN_S, sustain_s=seconds or QUICK_WINDOW_S)
     return MatmulPlan(sustain_s=seconds) if seconds else MatmulPlan()
+
+
+QUICK_SOAK_MIN_S = 10.0
+QUICK_WINDOW_S = 5.0
 
 
 @dataclass
@@ -164,10 +184,11 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 
 
 def copy_tool(ctx: RunContext) -> str:
-    """The worker's exact source (and the search it imports, beside it) into the raw folder; the
+    """The worker's exact source (and the modules it imports, beside it) into the raw folder; the
     report links it. Returns the path inside the raw folder."""
     link = publish_source(ctx, "clustereval.workers.matmul")
-    ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
+    for source, name in WORKER_PARTS:
+        ctx.raw(f"tools/{name}", source.read_text())
     return link.removeprefix(f"{ctx.store.raw_rel}/")
 
 
