@@ -369,7 +369,7 @@ class StoragePhase:
             written, seconds = parsed
             return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
 
-        steps = each_node(ctx, self.name, "the concurrent write", ctx.nodes, one, what="`dd` (the concurrent write)")
+        steps = each_node(ctx, self.name, "the concurrent write", ctx.nodes, one, what="`dd`")
         cw.nodes = [s.value if s.value is not None else
                     NodeWrite(s.node.name, error=s.error.message if s.error else "no answer") for s in steps]
         step_gaps = {s.node.name: s.gap for s in steps if s.gap is not None}
