@@ -62,6 +62,7 @@ def _raw_dir(out: str) -> Path:
     return Path(re.search(r"run folder: (\S+)", out).group(1))
 
 
+@pytest.mark.timeout(1200)  # two runs with preflight's gloo check on a loaded machine
 def test_node2_lost_during_storage_keeps_every_other_result(netns_cluster):
     cluster = netns_cluster(4)
     proc = start_run(cluster, "--profile", "smoke", "--phases", PHASES)
@@ -111,6 +112,7 @@ def test_node2_lost_during_storage_keeps_every_other_result(netns_cluster):
     assert outside_trash(*(cluster.node_scratch_dir(i) for i in range(4)), cluster.shared_dir) == []
 
 
+@pytest.mark.timeout(900)
 def test_node2_lost_during_environment_is_left_out_of_later_phases(netns_cluster):
     cluster = netns_cluster(4)
     proc = start_run(cluster, "--profile", "smoke", "--phases", "environment,storage")
