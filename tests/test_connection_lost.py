@@ -93,3 +93,21 @@ def test_run_parallel_lets_every_item_end_and_run_each_keeps_every_result():
     with pytest.raises(TransportError):
         run_parallel(range(4), fn, max_workers=4)
     assert sorted(ended) == [1, 2, 3]  # the others were not thrown away half-way
+
+
+def test_ctrl_c_reaches_the_main_thread_while_every_node_still_runs():
+    """The second Ctrl-C must not wait for the nodes' commands (a pool's shutdown did)."""
+    release = threading.Event()
+
+    def slow(i: int) -> int:
+        release.wait(60)
+        return i
+
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_each(range(3), slow, max_workers=3)
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()

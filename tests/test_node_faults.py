@@ -136,3 +136,35 @@ def test_node2_lost_during_environment_is_left_out_of_later_phases(netns_cluster
     assert f"{node2}(node2)" in report.read_text()
     assert run_cli("lint", str(report)).returncode == 0
     assert outside_trash(*(cluster.node_scratch_dir(i) for i in (0, 1, 3)), cluster.shared_dir) == []
+
+
+def test_a_run_stopped_by_preflight_reports_every_reason(netns_cluster):
+    cluster = netns_cluster(4)
+    cluster.kill_sshd(1)
+    cluster.kill_sshd(3)
+    t0 = time.monotonic()
+    res = run_cli("run", "--config", str(cluster.config_path), "--profile", "smoke", cwd=cluster.workdir, timeout=300)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
+    assert elapsed < 60, elapsed  # refused at connect: seconds, python start-up and rendering included
+    report = Path(re.search(r"report: (\S+)", res.stdout).group(1))
+    text = report.read_text()
+    gaps = text[text.index("### Gaps"):]
+    for i in (1, 3):
+        node = cluster.nodes[i]
+        assert f"{node.name} ({node.address}:{cluster.ssh_port}): refused the connection." in gaps, gaps
+    assert cluster.nodes[0].name + " (" not in gaps and "## Preflight" in text
+    assert run_cli("lint", str(report)).returncode == 0
+    state = json.loads((report.parent / f"raw-{report.stem}" / "state.json").read_text())
+    assert state["outcomes"]["preflight"]["status"] == "failed" and list(state["outcomes"]) == ["preflight"]
+
+
+def test_a_wrong_ssh_port_is_named_as_such_in_the_report(netns_cluster):
+    cluster = netns_cluster(4)
+    wrong = cluster.ssh_port + 7
+    path = cluster.write_config(cluster.workdir / "wrong-port.toml", ssh_port=wrong)
+    res = run_cli("run", "--config", str(path), cwd=cluster.workdir, timeout=300)
+    assert res.returncode == 1
+    report = Path(re.search(r"report: (\S+)", res.stdout).group(1))
+    assert f"Every node refused SSH on port {wrong}: the port is probably wrong." in report.read_text()
+    assert run_cli("lint", str(report)).returncode == 0
