@@ -20,6 +20,7 @@ from clustereval.records import Gap, PhaseRecord
 from clustereval.records.registry import RECORD_TYPES
 from clustereval.report.render import Rendered, RunView, render_report
 from clustereval.store import OUTCOMES, PhaseOutcome, RunState, RunStore, utc_now_iso
+from clustereval.transport.base import Node
 
 # The seed's loop, in order: name -> "module:Class". A phase module joins the run by adding a line.
 PHASES: dict[str, str] = {
@@ -133,6 +134,42 @@ def outcome_of(name: str, record: Any, ctx: RunContext) -> PhaseOutcome:
                         defect=ctx.records.get("_defects", {}).get(name, ""))
 
 
+# phases whose record holds one entry per node (``.nodes[i].node``): on --resume after a partial
+# outcome only the failed nodes run again, and their entries replace the old ones
+PER_NODE = ("packages", "environment", "health", "matmul", "lemon")
+
+
+def resume_subset(name: str, state: RunState, ctx: RunContext) -> list[Node] | None:
+    """The nodes to run ``name`` on again (None: every node)."""
+    prev = state.outcomes.get(name)
+    if name not in PER_NODE or prev is None or prev.status != "partial" or prev.interrupted or prev.defect:
+        return None
+    old = ctx.records.get(name)
+    if old is None or not getattr(old, "nodes", None):
+        return None
+    failed = set(prev.failed_nodes)
+    subset = [n for n in ctx.nodes if n.name in failed]
+    entries = {e.node for e in old.nodes}
+    if not subset or len(subset) == len(ctx.nodes) or any(n.name not in entries for n in ctx.nodes if n not in subset):
+        return None
+    if any(not g.node for g in getattr(old, "gaps", [])):  # a phase-wide Gap: run it all again
+        return None
+    return subset
+
+
+def merge_nodes(phase: Phase, ctx: RunContext, old: Any, new: Any, subset: list[Node]) -> Any:
+    """``new`` (from ``subset``) with ``old``'s entries and Gaps for every other node."""
+    names = {n.name for n in subset}
+    order = {n.name: n.index for n in ctx.nodes}
+    kept = [e for e in old.nodes if e.node not in names]
+    new.nodes = sorted(kept + [e for e in new.nodes if e.node in names], key=lambda e: order.get(e.node, 1 << 30))
+    new.gaps = [g for g in old.gaps if g.node and g.node not in names] + list(new.gaps)
+    merged = getattr(phase, "merged", None)
+    if merged is not None:
+        merged(ctx, new)  # what the phase derives from every node (drift across nodes, the clock range)
+    return new
+
+
 def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str], None] | None = None,
             gate: str | None = "preflight") -> RunOutcome:
     """Run ``phases`` in order, skipping the ones ``state.json`` says have nothing left to do.
@@ -163,8 +200,19 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
         outcome.ran.append(name)
         ctx.node_failures.pop(name, None)
         ctx.records.get("_defects", {}).pop(name, None)
+        subset = resume_subset(name, state, ctx) if name != gate else None
+        every = ctx.nodes
         try:
-            record = run_phase(phase, ctx)
+            if subset:
+                ctx.nodes = subset
+                ctx.progress(name, ", ".join(n.name for n in subset), "running again only on the node(s) that "
+                             "failed before; the other nodes' results stand", None)
+            try:
+                record = run_phase(phase, ctx)
+            finally:
+                ctx.nodes = every
+            if subset and isinstance(record, PhaseRecord) and hasattr(record, "nodes"):
+                record = merge_nodes(phase, ctx, ctx.records[name], record, subset)
         except KeyboardInterrupt:
             ctx.stop.set()
             outcome.interrupted = True

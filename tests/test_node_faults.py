@@ -112,7 +112,7 @@ def test_node2_lost_during_storage_keeps_every_other_result(netns_cluster):
     assert outside_trash(*(cluster.node_scratch_dir(i) for i in range(4)), cluster.shared_dir) == []
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_node2_lost_during_environment_is_left_out_of_later_phases(netns_cluster):
     cluster = netns_cluster(4)
     proc = start_run(cluster, "--profile", "smoke", "--phases", "environment,storage")
@@ -136,6 +136,19 @@ def test_node2_lost_during_environment_is_left_out_of_later_phases(netns_cluster
     assert f"{node2}(node2)" in report.read_text()
     assert run_cli("lint", str(report)).returncode == 0
     assert outside_trash(*(cluster.node_scratch_dir(i) for i in (0, 1, 3)), cluster.shared_dir) == []
+
+    # node2 answers again: the inventory runs on node2 alone, the others' entries stand
+    cluster.start_sshd(2)
+    res = run_cli("run", "--resume", str(raw), cwd=cluster.workdir, timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    inventoried = re.findall(r"^\[environment\] (\S+): host, ", res.stderr, re.MULTILINE)
+    assert inventoried == [node2], inventoried
+    env = {n["node"]: n for n in _records(raw)["environment"]["nodes"]}
+    assert [env[n.name]["hostname"] for n in cluster.nodes] == [n.name for n in cluster.nodes]
+    state = json.loads((raw / "state.json").read_text())
+    assert state["outcomes"]["environment"]["status"] == "ok" and state["outcomes"]["storage"]["status"] == "ok"
+    assert "stopped answering" not in report.read_text()
+    assert run_cli("lint", str(report)).returncode == 0
 
 
 def test_a_run_stopped_by_preflight_reports_every_reason(netns_cluster):

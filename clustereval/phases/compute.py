@@ -211,6 +211,11 @@ class MatmulPhase:
     def applies(self, ctx: RunContext) -> bool:
         return True
 
+    @staticmethod
+    def merged(ctx: RunContext, rec: MatmulRecord) -> None:
+        """The clock range over every node (also after --resume replaced the failed nodes' entries)."""
+        rec.saturated_sm_mhz = saturated_clock(rec)
+
     def run(self, ctx: RunContext) -> MatmulRecord:
         plan = plan_for(ctx)
         rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
@@ -240,7 +245,7 @@ class MatmulPhase:
             if not inv.gpus and not any(g.node == inv.node.name for g in lost):
                 rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
                                     NO_GPU_PLAN, inv.node.name))
-        rec.saturated_sm_mhz = saturated_clock(rec)
+        self.merged(ctx, rec)
         if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
         return rec

@@ -47,12 +47,18 @@ class EnvironmentPhase:
                 gaps = [step.gap] if step.gap else []
             rec.nodes.append(node_env)
             rec.gaps += gaps
+        self.merged(ctx, rec)
+        return rec
+
+    def merged(self, ctx: RunContext, rec: EnvironmentRecord) -> None:
+        """What comes from every node together: drift across nodes, and the phase's status (also
+        after --resume replaced the entries of the nodes that failed before)."""
         rec.drift = drift(rec.nodes)
+        rec.status = "ok"
         if rec.nodes and all(n.errors and not n.hostname for n in rec.nodes):
             rec.status = "failed"
         elif any(n.errors for n in rec.nodes):
             rec.status = "partial"
-        return rec
 
     # -- one node ---------------------------------------------------------------------------
     def _node(self, ctx: RunContext, node: Node) -> tuple[NodeEnvironment, list[Gap]]:
