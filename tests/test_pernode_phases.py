@@ -33,7 +33,8 @@ from clustereval.transport.local import LocalTransport
 from clustereval.transport.ssh import SshTransport
 from tests.conftest import FIXTURES
 
-pytestmark = [pytest.mark.netns, pytest.mark.slow]
+# a loaded machine: one ssh round trip can take seconds, and the CPU passes run on four nodes
+pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,8 @@ def only_gap(gaps: list[Gap], node: str) -> Gap:
 def assert_lost(ctx: RunContext, gap: Gap, index: int, phase: str) -> None:
     node = ctx.nodes[index]
     assert f"`{node.name}(node{index})`" in gap.text and gap.phase == phase
-    assert "refused the connection" in gap.text
+    # refused, or (a connection being set up at the kill) closed during setup: both a node gone
+    assert "error[ssh-unreachable]" in gap.text or "error[connection-lost]" in gap.text
     assert node.name in ctx.lost_nodes and node.name in ctx.node_failures[phase]
     assert [n for n in ctx.lost_nodes] == [node.name]
 
