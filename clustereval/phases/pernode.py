@@ -22,6 +22,7 @@ from clustereval.transport.base import Node, run_each
 T = TypeVar("T")
 
 RESUME_PLAN = "check the node answers (`ssh NODE true`), then `clustereval run --resume RUN_DIR`"
+PROBE_TIMEOUT_S = 15.0  # the second look at a node after a transient failure
 _LOCK = threading.Lock()
 
 
@@ -65,11 +66,24 @@ def note_failure(ctx: RunContext, phase: str, node: Node, why: str) -> None:
 
 def note_error(ctx: RunContext, phase: str, node: Node, exc: ClusterEvalError, what: str) -> None:
     """A node's error: a failure of this phase, and a lost node for the rest of the run when the
-    node stopped answering."""
+    node stopped answering. A transient failure (a slow banner on a loaded node, a connection
+    closed during setup) counts only when a fresh ``true`` on the node fails as well."""
     note_failure(ctx, phase, node, exc.message)
-    if isinstance(exc, TransportError) and exc.error_id in NODE_GONE_IDS:
+    if gone(exc) or (isinstance(exc, TransportError) and exc.transient and not _answers(ctx, node)):
         with _LOCK:
             ctx.lost_nodes.setdefault(node.name, f"{exc.message} (phase {phase}, {what})")
+
+
+def _answers(ctx: RunContext, node: Node) -> bool:
+    try:
+        return ctx.transport.run(node, ["true"], timeout_s=PROBE_TIMEOUT_S).ok
+    except TransportError:
+        return False
+
+
+def gone(exc: ClusterEvalError) -> bool:
+    """Whether ``exc`` says the node stopped answering (refused, connection lost, unreachable)."""
+    return isinstance(exc, TransportError) and exc.error_id in NODE_GONE_IDS and not exc.transient
 
 
 def is_lost(ctx: RunContext, node: Node) -> bool:
@@ -89,7 +103,7 @@ def lost_gap(ctx: RunContext, phase: str, title: str, node: Node) -> Gap:
 
 
 def error_gap(ctx: RunContext, phase: str, title: str, node: Node, exc: ClusterEvalError, what: str) -> Gap:
-    lost = isinstance(exc, TransportError) and exc.error_id in NODE_GONE_IDS
+    lost = gone(exc)
     during = getattr(exc, "during", "") or what
     verb = "stopped answering" if lost else "failed"
     return Gap(phase=phase, node=node.name,
