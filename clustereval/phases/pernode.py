@@ -104,7 +104,7 @@ def lost_gap(ctx: RunContext, phase: str, title: str, node: Node) -> Gap:
 
 def error_gap(ctx: RunContext, phase: str, title: str, node: Node, exc: ClusterEvalError, what: str) -> Gap:
     lost = gone(exc)
-    during = getattr(exc, "during", "") or what
+    during = f"`{exc.during}`" if getattr(exc, "during", "") else what
     verb = "stopped answering" if lost else "failed"
     return Gap(phase=phase, node=node.name,
                text=f"`{node_label(ctx, node)}` {verb} in {title} while {during} ran "

@@ -117,7 +117,7 @@ class StoragePhase:
             except TransportError as exc:
                 note_error(ctx, self.name, node, exc, f"the fio scan of {path}")
                 rec.gaps.append(error_gap(ctx, self.name, f"the IO benchmark of `{path}`", node, exc,
-                                          getattr(exc, "during", "") or "`fio`"))
+                                          "`fio`"))
             done += len(self.file_sizes) * len(fio_probe.OPS)
             for cell in scan.cells:
                 if cell.error and cell.error != "interrupted":

@@ -137,6 +137,9 @@ PROBE_TIMEOUT_S = 20.0  # the reachability check that tells a dropped connection
 
 
 def _what(argv: list[str]) -> str:
+    """The command as a Gap can name it; '' for a shell script (the caller names that better)."""
+    if len(argv) >= 2 and argv[0] in ("sh", "bash") and argv[1] == "-c":
+        return ""
     words = [a for a in argv if not a.startswith("-")][:3]
     text = " ".join(words)
     return text if len(text) <= 80 else text[:77] + "..."
