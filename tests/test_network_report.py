@@ -101,7 +101,8 @@ def test_four_nodes_inter_node_pairwise_and_stragglers():
     pw = PairwiseRecord(payload_bytes=GIB, backend="nccl", ranks_per_node=8, num_rounds=3, pairs=pairs,
                         mean_busbw_gb_s=80.17, suspects=[NodeSuspect("n2", 3, 3, 1.0, 70.5),
                                                          NodeSuspect("n3", 1, 3, 0.333, 83.2)],
-                        stragglers=["n2"], heatmap="network/pairwise-heatmap.png")
+                        stragglers=["n2"], heatmap="network/pairwise-heatmap.png", judged=True, healthy_pairs=3,
+                        healthy_samples=3, healthy_median_gb_s=90.0, healthy_floor_gb_s=89.0, limit_gb_s=84.55)
     md, findings = render(view_for(names, intra_peaks=[345.0, 344.0, 300.0, 346.0], inter_peak=95.0, pairwise=pw))
     assert "1. [Inter-node connectivity](#introduction) — `connectivity.py`, 32 ranks on 4 nodes" in md
     assert "[Inter-node all-reduce benchmark](#inter-node-all-reduce-benchmark) — `allreduce.py`, 32 ranks" in md
@@ -110,12 +111,17 @@ def test_four_nodes_inter_node_pairwise_and_stragglers():
     assert "inter ÷ 1-node (×)" in md
     assert "NIC inventory per node" in md and "400 Gb/s (50.00 GBps) each" in md
     assert "% of" not in md.split("### Inter-node all-reduce benchmark")[1].split("###")[0]
-    assert "Stragglers (most of their pairs slow): `gpu-002(node2)`" in md
+    assert "Stragglers (every sample of their pairs below the limit): `gpu-002(node2)`" in md
+    assert "the slowest was 89.00 GBps, so a pair is slow when even its fastest sample is below 84.55 GBps" in md
+    assert "| gpu-000(node0) | gpu-002(node2) | 2 | 71.00 | 71.00 | 71.00 | -21.1 | slow |" in md
+    assert "| gpu-000(node0) | gpu-001(node1) | 1 | 90.00 | 90.00 | 90.00 | +0.0 | within the healthy spread |" in md
     by_cat = {}
     for f in findings:
         by_cat.setdefault(f.category, []).append(f)
     assert any("gpu-002(node2)" in f.text and "intra-node" in f.text for f in by_cat["underperforming"])
-    assert any("gpu-002(node2)" in f.text and "pairwise" in f.text for f in by_cat["underperforming"])
+    (straggler,) = [f for f in by_cat["underperforming"] if "pairwise" in f.text]
+    assert straggler.text.startswith("`gpu-002(node2)` is a straggler")
+    assert "below the limit of 84.55 GBps" in straggler.text
     (inter,) = by_cat["needs_input"]
     assert "no NIC rate is its target" in inter.text and "NET/IB" in inter.text
     assert all("% of NIC" not in f.text and "rail" not in f.text for f in findings)

@@ -75,7 +75,7 @@ class Judgement:
     healthy_samples: int = 0
     healthy_median_gb_s: float = 0.0
     healthy_floor_gb_s: float = 0.0  # the slowest sample of any healthy pair
-    limit_gb_s: float = 0.0  # a pair below this is slow: the floor less threshold_pct
+    limit_gb_s: float = 0.0  # a pair whose fastest sample is below this is slow: the floor less threshold_pct
     medians: dict[Pair, float] = field(default_factory=dict)  # each completed pair's median sample
 
 
@@ -97,10 +97,10 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
 
     ``results``: every pair's busbw samples (a single value is one sample; None or [] means the
     pair failed). Each pair is summarised by its median sample. A set S of the lowest-scoring
-    nodes (score: the mean of a node's pair medians) is named when every completed pair of each
-    member with a node outside S has its median more than ``threshold_pct`` below the slowest
-    *sample* of any pair between nodes outside S (the healthy pairs): a healthy pair that ever ran
-    that slow makes the same speed unremarkable. The largest such S of fewer than half the nodes
+    nodes (score: the mean of a node's pair medians) is named when every sample of every completed
+    pair of each member with a node outside S, its fastest included, is more than ``threshold_pct``
+    below the slowest sample of any pair between nodes outside S (the healthy pairs): the two ranges
+    do not even touch, so neither pair's own noise can explain the gap. The largest such S of fewer than half the nodes
     wins (two stragglers are named together even though each slows the other's reference).
 
     A failed pair counts for nobody: it is neither slow nor fast. No node is named when fewer than
@@ -137,9 +137,9 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
         out.healthy_floor_gb_s = min(pooled)
         out.limit_gb_s = out.healthy_floor_gb_s * (1 - threshold_pct / 100)
     if out.judged:
-        for k, m in med.items():
+        for k in med:
             others = [x for p, s in ref.items() if p != k for x in s]
-            if others and m < min(others) * (1 - threshold_pct / 100):
+            if others and max(done[k]) < min(others) * (1 - threshold_pct / 100):
                 out.slow.add(k)
     out.stragglers = sorted(named, key=lambda n: (score[n], n))
     suspects = []
@@ -153,15 +153,16 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
 
 def _all_slow(group: list[str], healthy: set[str], done: dict[Pair, list[float]], med: dict[Pair, float],
               threshold_pct: float) -> bool:
-    """Whether every member of ``group`` has all its completed pairs with ``healthy`` nodes below the
-    healthy pairs' slowest sample less ``threshold_pct`` (and at least half of those pairs completed)."""
+    """Whether every member of ``group`` has every sample of its completed pairs with ``healthy`` nodes
+    below the healthy pairs' slowest sample less ``threshold_pct`` (and at least half of those pairs
+    completed)."""
     ref = [x for k, s in done.items() if k[0] in healthy and k[1] in healthy for x in s]
     if not ref:
         return False
     limit = min(ref) * (1 - threshold_pct / 100)
     for n in group:
         mine = [k for k in med if n in k and (k[1] if k[0] == n else k[0]) in healthy]
-        if not mine or len(mine) * 2 < len(healthy) or any(med[k] >= limit for k in mine):
+        if not mine or len(mine) * 2 < len(healthy) or any(max(done[k]) >= limit for k in mine):
             return False
     return True
 

@@ -286,12 +286,17 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     scratch = node_scratch(ctx)
     log_dir = f"{scratch}/torchrun/{_safe(label)}"
 
+    shipped = ctx.records.setdefault("_launch_env", {})
+
     def ship(node: Node):
-        # the package reaches every node before any torchrun starts (no node imports a half-copied tree)
+        # the package reaches every node before any torchrun starts (no node imports a half-copied tree);
+        # once per node and run: a pairwise hunt launches dozens of jobs
         try:
-            env = worker_env(ctx, node, {"OMP_NUM_THREADS": "1", **(extra_env or {})})
+            if node.name not in shipped:
+                shipped[node.name] = worker_env(ctx, node)
         except TransportError as exc:
             return exc
+        env = {**shipped[node.name], "OMP_NUM_THREADS": "1", **(extra_env or {})}
         env.update(socket_env(job_plan, node.name, backend))
         env["TMPDIR"] = f"{scratch}/torchrun/tmp"
         env["CLUSTEREVAL_JOB"] = f"{tag}:{node.name}"
