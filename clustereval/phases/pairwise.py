@@ -42,6 +42,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
     t0 = time.monotonic()
     env = nccl_env_info(ctx)
     plan, probes = run_plan(ctx, nodes)
+    rec.rendezvous = plan
     nproc, backend = ranks_per_node(ctx, probes)
     payload = payload_bytes or (GPU_PAYLOAD_BYTES if backend == "nccl" else CPU_PAYLOAD_BYTES)
     rec.payload_bytes, rec.backend, rec.ranks_per_node = payload, backend, nproc

@@ -234,6 +234,7 @@ class PairwiseRecord(PhaseRecord):
     healthy_floor_gb_s: float = 0.0  # the slowest healthy sample
     limit_gb_s: float = 0.0  # a pair whose median is below this is slow
     not_joined: list[str] = field(default_factory=list)  # nodes that joined no pair's rendezvous
+    rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
     heatmap: str = ""  # raw-folder path of the pair-matrix PNG
