@@ -370,6 +370,11 @@ class _Job:
         self.start = time.monotonic()
         for node in nodes:
             env = envs[node.name]
+            if ctx.stop.is_set():  # interrupted before the job started: start nothing
+                self.stop_reason = "interrupted"
+                self.exits[node.name] = NodeExit(node=node.name, state="interrupted",
+                                                 cause="not started: the run was interrupted")
+                continue
             if isinstance(env, TransportError):
                 self.exits[node.name] = NodeExit(node=node.name, state="unreachable", cause=env.message)
                 continue
@@ -392,8 +397,9 @@ class _Job:
         return round(time.monotonic() - self.start, 2)
 
     def watch(self, timeout_s: float) -> None:
-        if any(e.state == "unreachable" for e in self.exits.values()):
-            self.stop_reason = next(f"{e.node} could not be reached" for e in self.exits.values())
+        if any(e.state == "unreachable" for e in self.exits.values()) and not self.stop_reason:
+            self.stop_reason = next(f"{e.node} could not be reached" for e in self.exits.values()
+                                    if e.state == "unreachable")
         while not self.stop_reason and len(self.exits) < len(self.nodes):
             for name, proc in self.procs.items():
                 if name in self.exits or proc.poll() is None:
