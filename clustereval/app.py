@@ -397,9 +397,14 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
                                   config_path=str(Path(config.source).resolve()) if config.source else ""))
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console), eval_python=config.eval_python or "python3")
-        record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
-        store.save_record("pairwise", record)
-        store.mark_finished("pairwise")
+        try:
+            record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
+            store.save_record("pairwise", record)
+            store.mark_finished("pairwise")
+        finally:
+            # the package and torchrun's folders went under the run's scratch: to trash, as after a run
+            for line in cleanup_lines(clear_scratch(ctx), str(store.raw_dir)):
+                out.print(line, markup=False)
     finally:
         close = getattr(transport, "close", None)
         if close:

@@ -277,12 +277,15 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
     from clustereval.analysis.nccl_debug import report_lines
     from clustereval.app import _progress_printer
     from clustereval.debug.nccl import debug_nccl
+    from clustereval.report.cleanup import cleanup_lines
 
     config = load_config_or_default(config_path)
     rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
                             snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
                             sample_s=sample_seconds, progress=_progress_printer(console))
     for line in report_lines(rec):
+        out.print(line, markup=False)
+    for line in cleanup_lines(rec.scratch, str(store.raw_dir)):
         out.print(line, markup=False)
     for gap in rec.gaps:
         console.print(f"gap: {gap.text}", markup=False)
