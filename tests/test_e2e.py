@@ -88,7 +88,6 @@ def _scratch_roots(cluster) -> list[Path]:
     return [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
 
 
-@pytest.mark.xfail(strict=True, reason="every phase ends ok across 4 nodes, but the pairwise table renders empty cells that the report's own lint rejects (report/network.py, issue 20 item 7, n20b), so run exits 3")
 @pytest.mark.timeout(1200)
 def test_smoke_run_across_four_nodes_over_ssh(netns_cluster):
     cluster = netns_cluster(4)
@@ -108,7 +107,6 @@ def test_smoke_run_across_four_nodes_over_ssh(netns_cluster):
     assert _leftover_files(*_scratch_roots(cluster)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="every phase ends ok across 4 nodes, but the pairwise table renders empty cells that the report's own lint rejects (report/network.py, issue 20 item 7, n20b), so the resumed run exits 3")
 @pytest.mark.timeout(1500)
 def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
     cluster = netns_cluster(4)
