@@ -192,7 +192,9 @@ class Preflight:
         def one(node: Node) -> None:
             t0 = time.monotonic()
             try:
-                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 15)
+                # a dead node fails at connect (refused, or ConnectTimeout) within seconds either way;
+                # the minute is for a live node whose login is slow (shell start-up files, a loaded host)
+                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 60)
             except TransportError as exc:
                 errors[node.name] = exc
                 self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
