@@ -69,15 +69,16 @@ def test_a_failed_node_stops_the_job_everywhere_and_leaves_nothing(tmp_path, clu
     by_node = {e.node: e for e in info.exits}
     n0, n1, n2 = (n.name for n in cluster3.nodes)
     assert not info.ok
-    assert by_node[n1].state == "failed" and by_node[n1].rc not in (0, None) and by_node[n1].cause
-    # torchrun closes the rendezvous when node1 fails, so the others either exited on their own at once
-    # (each with its own cause) or were stopped by us right after: nobody waited for the 600 s timeout
-    for other in (n0, n2):
-        ex = by_node[other]
+    # whichever node gave up first (node1 on the store, or a peer on its join timeout) stopped the job:
+    # each node's exit is its own, with its own cause, and nobody waited for the 600 s timeout
+    first = min((e for e in info.exits if e.state == "failed"), key=lambda e: e.seconds)
+    assert first.rc not in (0, None) and first.cause and info.stop_reason == f"{first.node} exited {first.rc}"
+    for ex in info.exits:
         assert ex.state in ("failed", "stopped") and ex.cause, ex
         if ex.state == "stopped":
             assert ex.rc is None and ex.cause == f"stopped by us after {info.stop_reason}"
-        assert abs(ex.seconds - by_node[n1].seconds) < 30
+        assert ex.seconds - first.seconds < 30
+    assert {n0, n1, n2} == set(by_node)
     assert info.seconds < 300
     assert job_processes(f"fails-{ctx.store.run_id}") == []
     assert info.port_free is True and not listening(cluster3, 0, port)
