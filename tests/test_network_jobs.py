@@ -68,13 +68,17 @@ def test_a_failed_node_stops_the_job_everywhere_and_leaves_nothing(tmp_path, clu
     info = res.info
     by_node = {e.node: e for e in info.exits}
     n0, n1, n2 = (n.name for n in cluster3.nodes)
-    assert not info.ok and info.stop_reason.startswith(f"{n1} exited "), info.stop_reason
-    assert by_node[n1].state == "failed" and by_node[n1].rc not in (0, None) and by_node[n1].cause
-    # the others were stopped by us right after node1 exited, not left to the 600 s timeout
-    for other in (n0, n2):
-        assert by_node[other].state == "stopped" and by_node[other].rc is None
-        assert by_node[other].cause == f"stopped by us after {info.stop_reason}"
-        assert by_node[other].seconds - by_node[n1].seconds < 30
+    assert not info.ok
+    # whichever node gave up first (node1 on the store, or a peer on its join timeout) stopped the job:
+    # each node's exit is its own, with its own cause, and nobody waited for the 600 s timeout
+    first = min((e for e in info.exits if e.state == "failed"), key=lambda e: e.seconds)
+    assert first.rc not in (0, None) and first.cause and info.stop_reason == f"{first.node} exited {first.rc}"
+    for ex in info.exits:
+        assert ex.state in ("failed", "stopped") and ex.cause, ex
+        if ex.state == "stopped":
+            assert ex.rc is None and ex.cause == f"stopped by us after {info.stop_reason}"
+        assert ex.seconds - first.seconds < 30
+    assert {n0, n1, n2} == set(by_node)
     assert info.seconds < 300
     assert job_processes(f"fails-{ctx.store.run_id}") == []
     assert info.port_free is True and not listening(cluster3, 0, port)
@@ -108,6 +112,6 @@ def test_stop_kills_the_running_job_on_every_node_within_seconds(tmp_path, clust
     assert took < 60, took
     assert info.stop_reason == "interrupted" and info.diagnosis == "interrupted"
     assert {e.state for e in info.exits} == {"interrupted"}
-    assert all(e.joined for e in info.exits)
+    assert all(e.cause == "stopped by us: the run was interrupted" for e in info.exits)
     assert job_processes(run_id) == []
     assert info.port_free is True and not listening(cluster3, 0, port)
