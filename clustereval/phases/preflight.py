@@ -74,6 +74,8 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
     elif config.access == "slurm":
         items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
                                    "the allocation is checked below"))
+    elif config.access == "kubectl":
+        items.append(ChecklistItem("SSH / launcher details", True, "kubectl exec into every pod (no SSH needed)"))
     else:
         items.append(ChecklistItem("SSH / launcher details", True, "not needed: local exec"))
     if config.gpus_per_node is not None:
@@ -128,6 +130,7 @@ class Preflight:
         self.python = ctx.config.eval_python or "python3"
         self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
+                                   access_detail=ctx.transport.describe() if ctx.config.access == "kubectl" else "",
                                    nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
         self._lock = threading.Lock()
 
@@ -184,10 +187,10 @@ class Preflight:
 
     # -- 1. every node answers ------------------------------------------------------------------
     def _reach(self) -> bool:
-        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun'}.get(self.cfg.access, 'exec')} `hostname` on "
+        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun', 'kubectl': 'kubectl exec'}.get(self.cfg.access, 'exec')} `hostname` on "
                        f"{len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}")
         errors: dict[str, TransportError] = {}
-        kind = {"ssh": "ssh", "slurm": "srun"}.get(self.cfg.access, "exec")
+        kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
 
         def one(node: Node) -> None:
             t0 = time.monotonic()
