@@ -45,6 +45,12 @@ def _short(names: list[str], limit: int = 8) -> str:
     return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
+def _access_detail(ctx: RunContext) -> str:
+    """kubectl: context, namespace and how the pods were chosen (the report's Access line names them)."""
+    detail = getattr(getattr(ctx.transport, "inner", ctx.transport), "access_detail", None)
+    return detail() if callable(detail) else ""
+
+
 def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
     """The seed's "Ask now, not later" rows, from the config and the node list (GPUs may be
     detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's."""
@@ -130,7 +136,7 @@ class Preflight:
         self.python = ctx.config.eval_python or "python3"
         self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
-                                   access_detail=ctx.transport.describe() if ctx.config.access == "kubectl" else "",
+                                   access_detail=_access_detail(ctx),
                                    nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
         self._lock = threading.Lock()
 

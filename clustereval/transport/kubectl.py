@@ -95,26 +95,27 @@ class KubectlTransport(Transport):
         return full + ["--"] + [str(a) for a in argv]
 
     def describe(self) -> str:
-        parts = ["kubectl exec"]
-        if self.context:
-            parts.append(f"context {self.context}")
-        parts.append(f"namespace {self.namespace or self.cfg.namespace or 'default'}")
-        parts.append(self.selection())
+        return f"kubectl exec: {self.access_detail()}"
+
+    def access_detail(self) -> str:
+        """Context, namespace, container and how the pods were chosen: the report's Access line."""
+        parts = [f"context `{self.context}`"] if self.context else []
+        parts.append(f"namespace `{self.namespace or self.cfg.namespace or 'default'}`")
         if self.cfg.container:
-            parts.append(f"container {self.cfg.container}")
-        return ", ".join(parts)
+            parts.append(f"container `{self.cfg.container}`")
+        return ", ".join(parts + [self.selection()])
 
     def selection(self) -> str:
         """How the pods were chosen, in words."""
         cfg = self.cfg
         order = "by name" if cfg.order_by == "name" else "by completion index"
         if cfg.pods:
-            return f"pods {', '.join(cfg.pods)} as listed"
+            return "pods " + ", ".join(f"`{p}`" for p in cfg.pods) + " as listed"
         if cfg.selector:
-            return f"pods with label {cfg.selector} (ordered {order})"
+            return f"pods with label `{cfg.selector}`, ordered {order}"
         if cfg.job:
-            return f"the pods of Job {cfg.job} (ordered {order})"
-        return f"the pods of JobSet {cfg.jobset} (ordered {order})"
+            return f"the pods of Job `{cfg.job}`, ordered {order}"
+        return f"the pods of JobSet `{cfg.jobset}`, ordered {order}"
 
     # ---- the API: pods -------------------------------------------------------------------------
     def _client(self, args: list[str], what: str) -> subprocess.CompletedProcess:
@@ -137,7 +138,7 @@ class KubectlTransport(Transport):
         view = self._client(["config", "view", "--minify", "-o",
                              "jsonpath={.contexts[0].name}|{.contexts[0].context.namespace}"], "config view")
         if view.returncode != 0:
-            raise self.error_for("kubernetes", view.stderr, "config view")
+            raise self.failure("kubernetes", view.stderr, "config view")
         name, _, namespace = view.stdout.strip().partition("|")
         self.context = self.context or name
         self.namespace = self.namespace or namespace or "default"
@@ -151,11 +152,11 @@ class KubectlTransport(Transport):
             found = {p.name: p for p in probe.parse_pods(proc.stdout)}
             missing = [n for n in cfg.pods if n not in found]
             if proc.returncode != 0 and not missing:
-                raise self.error_for("kubernetes", proc.stderr, "get pods")
+                raise self.failure("kubernetes", proc.stderr, "get pods")
             if missing:
                 failure = probe.classify(proc.stderr)
                 if failure is not None and failure.kind != "pod-not-found":
-                    raise self.error_for("kubernetes", proc.stderr, "get pods")
+                    raise self.failure("kubernetes", proc.stderr, "get pods")
                 raise UsageError(f"pod{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in namespace "
                                  f"{self.namespace}", "check [kubectl] pods (and namespace / context): "
                                  f"`kubectl get pods -n {self.namespace}` lists what is there",
@@ -165,7 +166,7 @@ class KubectlTransport(Transport):
                                     else f"{probe.JOBSET_NAME_LABEL}={cfg.jobset}")
         proc = self._client(["get", "pods", "-l", selector, "-o", "json"], "get pods")
         if proc.returncode != 0:
-            raise self.error_for("kubernetes", proc.stderr, "get pods")
+            raise self.failure("kubernetes", proc.stderr, "get pods")
         pods = [p for p in probe.parse_pods(proc.stdout) if p.phase not in ("Succeeded", "Failed")]
         if not pods:
             raise UsageError(f"no running pod in namespace {self.namespace} matches {self.selection()}",
@@ -255,7 +256,16 @@ class KubectlTransport(Transport):
     def where(self, pod: str) -> str:
         return f"{pod} (namespace {self.namespace or self.cfg.namespace or 'default'})"
 
-    def error_for(self, pod: str, stderr: str, what: str) -> TransportError | UsageError:
+    def error_for(self, node: Node, rc: int, output: str) -> TransportError | None:
+        """For a finished ``popen``: the error when ``rc``/``output`` are kubectl's own failure; None
+        when the command ran in the pod (whatever its exit code)."""
+        if rc == 0 or probe.split_exit_line(output)[1] is not None or probe.classify(output) is None:
+            return None
+        err = self.failure(node.name, output, f"exec {node.name}")
+        return err if isinstance(err, TransportError) else TransportError(node.name, err.message, err.hint,
+                                                                           error_id=err.error_id)
+
+    def failure(self, pod: str, stderr: str, what: str) -> TransportError | UsageError:
         """The one-line error for kubectl's own failure in ``stderr``."""
         failure = probe.classify(stderr)
         line = probe.last_line(stderr) or "kubectl failed without a message"
@@ -341,7 +351,7 @@ class KubectlTransport(Transport):
         seconds = round(time.monotonic() - start, 3)
         stderr, code = probe.split_exit_line(proc.stderr)
         if proc.returncode != 0 and code is None:
-            raise self.error_for(node.name, proc.stderr, f"exec {node.name}")
+            raise self.failure(node.name, proc.stderr, f"exec {node.name}")
         rc = proc.returncode if code is None else code
         timed_out = rc in (124, 137) and seconds >= timeout_s - 0.5
         return CommandResult(node=node.name, argv=list(argv), rc=rc, stdout=proc.stdout,
@@ -472,7 +482,7 @@ class KubectlTransport(Transport):
             stderr, code = probe.split_exit_line(proc.stderr.decode(errors="replace"))
             if proc.returncode == 0 or code is not None:
                 return (code or 0), proc.stdout, stderr
-            err = self.error_for(node.name, stderr, f"exec {node.name}")
+            err = self.failure(node.name, stderr, f"exec {node.name}")
             if not (isinstance(err, TransportError) and err.error_id == "kubectl-exec-reset"):
                 raise err
             if not repeatable or attempt == 2:

@@ -16,18 +16,20 @@ CONTEXT = "standin"
 
 
 def kubectl_unavailable_reason() -> str:
-    return "" if shutil.which("kubectl") else "needs the kubectl client (apt-get install kubernetes-client)"
+    return "" if shutil.which("kubectl") and shutil.which("openssl") else "needs the kubectl client and openssl (apt-get install kubernetes-client openssl)"
 
 
 class KubeBed:
-    """``cluster`` (the NetnsCluster), ``api`` (the KubeApiServer), ``kubeconfig`` (its path),
+    """``cluster`` (the NetnsCluster), ``api`` (the KubeApiServer), ``kubeconfig`` (its path, with
+    ``token`` of a user allowed everything),
     ``pods`` (pod names in node order: the test bed's node names)."""
 
     def __init__(self, cluster, **server_kw) -> None:  # noqa: ANN001 - a NetnsCluster
         self.cluster = cluster
         self.api = KubeApiServer.for_cluster(cluster, namespace=NAMESPACE, **server_kw)
+        self.token = self.api.add_user("admin")  # may do everything the transport needs
         self.kubeconfig = self.api.kubeconfig(Path(cluster.workdir) / "kubeconfig", namespace=NAMESPACE,
-                                              context=CONTEXT)
+                                              context=CONTEXT, token=self.token)
         self.pods = [n.name for n in cluster.nodes]
 
     def settings(self, **fields) -> KubectlConfig:

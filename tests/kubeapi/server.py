@@ -1,7 +1,8 @@
 """A stand-in for the part of a Kubernetes API server that ``kubectl get pods`` and ``kubectl exec`` use.
 
 The client stays real: the test suite runs the system ``kubectl`` against this server through a
-kubeconfig it writes. The server answers discovery (``/version``, ``/api``, ``/apis``,
+kubeconfig it writes. The server speaks HTTPS with a certificate of its own (kubectl sends
+credentials only over TLS), which the kubeconfig names as the cluster's CA. It answers discovery (``/version``, ``/api``, ``/apis``,
 ``/api/v1``), pods (list with a label or name selector, get one, delete) and the ``exec``
 subresource over WebSocket with the ``v5.channel.k8s.io`` channel protocol (``v4`` when the
 client offers nothing newer): channel 0 stdin, 1 stdout, 2 stderr, 3 the final ``metav1.Status``
@@ -16,8 +17,12 @@ the 403 ``Status`` an RBAC-enforcing server returns.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import os
+import ssl
+import tempfile
 import secrets
 import signal
 import socket
@@ -100,7 +105,7 @@ def match_selector(selector: str, labels: dict[str, str]) -> bool:
 
 
 class KubeApiServer:
-    """The stand-in server on 127.0.0.1 (plain HTTP). ``start()``, then ``kubeconfig(path)``."""
+    """The stand-in server on 127.0.0.1 (HTTPS). ``start()``, then ``kubeconfig(path)``."""
 
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], Pod] = {}
@@ -145,20 +150,31 @@ class KubeApiServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        self.cert_pem = _self_signed_cert()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as tmp:
+            both = Path(tmp) / "server.pem"
+            both.write_bytes(self.cert_pem[0] + self.cert_pem[1])
+            context.load_cert_chain(both)
+        # the TLS handshake happens in each connection's own thread, not in the accept loop
+        self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     def kubeconfig(self, path: Path, *, token: str | None = None, namespace: str = "trial",
                    context: str = "standin", server: str | None = None) -> Path:
         """A kubeconfig (JSON is YAML) whose current context reaches this server."""
         user: dict = {"token": token} if token else {}
         doc = {"apiVersion": "v1", "kind": "Config", "preferences": {},
-               "clusters": [{"name": "standin", "cluster": {"server": server or self.url}}],
+               "clusters": [{"name": "standin", "cluster": {
+                   "server": server or self.url,
+                   "certificate-authority-data": base64.b64encode(self.cert_pem[0]).decode()}}],
                "users": [{"name": "tester", "user": user}],
                "contexts": [{"name": context, "context": {"cluster": "standin", "user": "tester",
                                                           "namespace": namespace}}],
@@ -182,8 +198,6 @@ class KubeApiServer:
         pids = subprocess.run(["ip", "netns", "pids", pod.netns], capture_output=True, text=True).stdout.split()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, ValueError):
-                import os
-
                 os.kill(int(pid), signal.SIGKILL)
         subprocess.run(["ip", "netns", "exec", pod.netns, "ip", "link", "set", pod.ifname, "down"],
                        capture_output=True)
@@ -201,6 +215,17 @@ class KubeApiServer:
     def list_pods(self, namespace: str) -> list[Pod]:
         with self._lock:
             return sorted((p for (ns, _), p in self.pods.items() if ns == namespace), key=lambda p: p.name)
+
+
+def _self_signed_cert() -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for 127.0.0.1, valid for a day."""
+    with tempfile.TemporaryDirectory() as tmp:
+        key, cert = os.path.join(tmp, "key.pem"), os.path.join(tmp, "cert.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "1", "-subj", "/CN=clustereval-standin", "-addext",
+                        "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True, timeout=30)
+        return Path(cert).read_bytes(), Path(key).read_bytes()
 
 
 class _Handler(BaseHTTPRequestHandler):
