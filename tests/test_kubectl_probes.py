@@ -55,6 +55,7 @@ def test_exit_line_is_split_from_the_commands_stderr(fixtures):
                                          "namespace": "trial"}),
     ("list-forbidden.txt", "forbidden", {"user": "bob", "verb": "list", "resource": "pods"}),
     ("context-unknown.txt", "context-unknown", {"name": "nosuch"}),
+    ("context-unknown-config-view.txt", "context-unknown", {"name": "nosuch"}),
     ("container-not-valid.txt", "container-not-found", {"name": "sidecar"}),
     ("container-not-running.txt", "container-not-running", {"name": "main"}),
     ("pod-not-found.txt", "pod-not-found", {"name": "trial-9"}),

@@ -106,6 +106,7 @@ class KubectlFailure:
 _FAILURES: list[tuple[str, str]] = [
     ("context-unknown", r"context was not found for specified context: (?P<name>\S+)"),
     ("context-unknown", r'context "(?P<name>[^"]+)" does not exist'),
+    ("context-unknown", r"cannot locate context (?P<name>\S+)"),
     ("forbidden", r'is forbidden: User "(?P<user>[^"]*)" cannot (?P<verb>\w+) resource "(?P<resource>[^"]+)"'
                   r'(?: in API group "[^"]*")?(?: in the namespace "(?P<namespace>[^"]+)")?'),
     ("forbidden", r"\(Forbidden\)"),
