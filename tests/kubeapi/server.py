@@ -21,13 +21,13 @@ import base64
 import contextlib
 import json
 import os
-import ssl
-import tempfile
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
