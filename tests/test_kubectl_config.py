@@ -107,3 +107,17 @@ def test_template_kubectl_example_is_valid_when_uncommented(tmp_path):
     assert (cfg.kubectl.namespace, cfg.kubectl.selector, cfg.kubectl.container, cfg.kubectl.hostfile) == (
         "ml-trial", "app=trial", "trainer", "/etc/mpi/hostfile")
     assert 'access = "kubectl"' in template_text() or '"kubectl" (kubectl exec' in template_text()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/kubernetes.md"])
+def test_the_documented_kubectl_config_loads(tmp_path, doc):
+    import re
+
+    from tests.conftest import REPO
+
+    blocks = re.findall(r"```toml\n(.*?)```", (REPO / doc).read_text(), re.S)
+    toml = next(b for b in blocks if 'access = "kubectl"' in b)
+    cfg = load_config(write(tmp_path, toml))
+    assert cfg.access == "kubectl" and cfg.kubectl.namespace == "ml-trial"
+    assert cfg.kubectl.selector and cfg.kubectl.selector.startswith("app=trial")
+    assert cfg.kubectl.container == "trainer" and cfg.shared_paths == ("/fsx",)

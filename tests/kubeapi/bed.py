@@ -15,8 +15,28 @@ NAMESPACE = "trial"
 CONTEXT = "standin"
 
 
+MIN_MINOR = 31  # kubectl execs over WebSocket by default from 1.31; the stand-in speaks no SPDY
+
+
 def kubectl_unavailable_reason() -> str:
-    return "" if shutil.which("kubectl") and shutil.which("openssl") else "needs the kubectl client and openssl (apt-get install kubernetes-client openssl)"
+    """Why the kubectl tests cannot run here ('' when they can)."""
+    import json
+    import re
+    import subprocess
+
+    if not shutil.which("openssl"):
+        return "the stand-in API server needs openssl for its certificate (apt-get install openssl)"
+    if not shutil.which("kubectl"):
+        return "needs the kubectl client, v1.31 or newer (https://kubernetes.io/docs/tasks/tools/)"
+    proc = subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=30)
+    try:
+        minor = int(re.match(r"\d+", json.loads(proc.stdout)["clientVersion"]["minor"]).group())
+    except (ValueError, KeyError, AttributeError):
+        return f"cannot read the kubectl client version: {proc.stderr.strip()[:200]}"
+    if minor < MIN_MINOR:
+        return (f"kubectl 1.{minor} execs over SPDY only; the stand-in API server speaks the WebSocket protocol of "
+                f"kubectl 1.{MIN_MINOR} and newer")
+    return ""
 
 
 class KubeBed:
