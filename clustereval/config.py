@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ACCESS_METHODS = ("local", "ssh", "slurm", "kubectl")
 IMPLEMENTED_ACCESS = ("local", "ssh", "slurm", "kubectl")
@@ -205,10 +206,29 @@ KUBECTL_POD_SOURCES = ("pods", "selector", "job", "jobset")
 KUBECTL_ORDERS = ("completion-index", "name")
 
 
-def kubectl_config_from_table(table: dict) -> tuple[KubectlConfig, list[tuple[str, str, str]]]:
+def kubectl_access_problems(data: dict) -> list[tuple[str, str, str]]:
+    """What access = "kubectl" rules out in the top level of cluster.toml, as (key, message, hint):
+    the pods are the nodes and their addresses come from the platform."""
+    problems = []
+    if "kubectl" not in data:
+        problems.append(("access", "access = \"kubectl\" needs a [kubectl] table saying which pods are the nodes",
+                         '[kubectl] with namespace = "NS" and one of pods = [...], selector = "app=trial", '
+                         'job = "NAME" or jobset = "NAME" (see `clustereval init`)'))
+    if "nodes" in data:
+        problems.append(("nodes", "with access = \"kubectl\" the nodes are the pods [kubectl] names",
+                         "drop nodes; list the pods as [kubectl] pods = [...] or select them with [kubectl] selector"))
+    if "hostfile" in data:
+        problems.append(("hostfile", "with access = \"kubectl\" the addresses come from the platform",
+                         "drop hostfile: name the hostfile inside the pods as [kubectl] hostfile = \"/path\", "
+                         "or leave it out to use every pod's IP"))
+    return problems
+
+
+def kubectl_config_from_table(table: dict, base_dir: Path | None = None,
+                              ) -> tuple[KubectlConfig, list[tuple[str, str, str]]]:
     """The ``[kubectl]`` table -> ``KubectlConfig`` plus every problem as (key, message, hint).
 
-    Paths stay as written (the loader resolves ``kubeconfig`` against cluster.toml's folder)."""
+    ``kubeconfig`` is resolved against ``base_dir`` (cluster.toml's folder) and must exist."""
     import re
     from dataclasses import fields as dc_fields
 
@@ -279,6 +299,13 @@ def kubectl_config_from_table(table: dict) -> tuple[KubectlConfig, list[tuple[st
         problems.append(("", "[kubectl] does not say which pods are the nodes",
                          'set one of pods = ["trial-0", "trial-1"], selector = "app=trial", job = "NAME" or '
                          'jobset = "NAME"'))
+    if "kubeconfig" in values:
+        path = Path(values["kubeconfig"]).expanduser()
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        if not path.is_file():
+            problems.append(("kubeconfig", f"[kubectl] kubeconfig {values['kubeconfig']} does not exist",
+                             "paths are relative to cluster.toml; leave it out to use $KUBECONFIG or ~/.kube/config"))
+        values["kubeconfig"] = str(path)
     if "order_by" in values and "pods" in values:
         problems.append(("order_by", "[kubectl] order_by applies to selector, job or jobset, not to a pods list",
                          "the pods list is already in hostfile order"))

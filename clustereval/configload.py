@@ -23,6 +23,7 @@ from clustereval.config import (
     StorageTarget,
     Targets,
     _user,
+    kubectl_access_problems,
     kubectl_config_from_table,
     slurm_config_from_table,
 )
@@ -406,38 +407,17 @@ class _Loader:
         return None if problems else cfg
 
     def _kubectl(self, data: dict, access: str | None, base_dir: Path) -> KubectlConfig | None:
-        """``[kubectl]`` (checks beside the schema in ``config.kubectl_config_from_table``), and what
-        access = "kubectl" rules out: the pods and their addresses come from the platform."""
+        """``[kubectl]`` and what access = "kubectl" rules out (checks in ``config.kubectl_config_from_table``)."""
         table = self.get(data, "kubectl", dict, what="a table ([kubectl])")
         if access == "kubectl":
-            if table is None and "kubectl" not in data:
-                self.problem(("access",), "access = \"kubectl\" needs a [kubectl] table saying which pods are the nodes",
-                             '[kubectl] with namespace = "NS" and one of pods = [...], selector = "app=trial", '
-                             'job = "NAME" or jobset = "NAME" (see `clustereval init`)')
-            if "nodes" in data:
-                self.problem(("nodes",), "with access = \"kubectl\" the nodes are the pods [kubectl] names",
-                             "drop nodes; list the pods as [kubectl] pods = [...] or select them with "
-                             "[kubectl] selector")
-            if "hostfile" in data:
-                self.problem(("hostfile",), "with access = \"kubectl\" the addresses come from the platform",
-                             "drop hostfile: name the hostfile inside the pods as [kubectl] hostfile = \"/path\", "
-                             "or leave it out to use every pod's IP")
+            for key, message, hint in kubectl_access_problems(data):
+                self.problem((key,), message, hint)
         if table is None:
             return None
         self.given.extend(f"kubectl.{key}" for key in table)
-        cfg, problems = kubectl_config_from_table(table)
+        cfg, problems = kubectl_config_from_table(table, base_dir)
         for key, message, hint in problems:
             self.problem(("kubectl", key) if key else ("kubectl",), message, hint)
-        if cfg.kubeconfig and not problems:
-            path = Path(cfg.kubeconfig).expanduser()
-            path = path if path.is_absolute() else base_dir / path
-            if not path.is_file():
-                self.problem(("kubectl", "kubeconfig"), f"[kubectl] kubeconfig {cfg.kubeconfig} does not exist",
-                             "paths are relative to cluster.toml; leave it out to use $KUBECONFIG or ~/.kube/config")
-                return None
-            import dataclasses
-
-            cfg = dataclasses.replace(cfg, kubeconfig=str(path))
         return None if problems else cfg
 
     def _ssh(self, data: dict, base_dir: Path) -> SshConfig | None:

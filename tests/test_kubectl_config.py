@@ -75,10 +75,11 @@ def test_every_kubectl_problem_is_listed_at_once_with_its_line(tmp_path):
     assert msgs[1].startswith(f"{path}:5: [kubectl] namespace 'ML_Trial' is not a Kubernetes name")
     assert msgs[2].startswith(f"{path}:7: [kubectl] names the pods twice (selector and job)")
     assert msgs[3].startswith(f"{path}:8: [kubectl] order_by 'age' is not known") and "completion-index" in msgs[3]
-    assert msgs[4].startswith(f"{path}:10: [kubectl] args must be kubectl options")
-    assert msgs[5].startswith(f"{path}:11: [kubectl] hostfile 'etc/hostfile' must be an absolute path")
-    assert msgs[6].startswith(f"{path}:12: unknown key `colour` in [kubectl]")
-    assert len(msgs) == 7
+    assert msgs[4].startswith(f"{path}:9: [kubectl] kubeconfig missing.yaml does not exist")
+    assert msgs[5].startswith(f"{path}:10: [kubectl] args must be kubectl options")
+    assert msgs[6].startswith(f"{path}:11: [kubectl] hostfile 'etc/hostfile' must be an absolute path")
+    assert msgs[7].startswith(f"{path}:12: unknown key `colour` in [kubectl]")
+    assert len(msgs) == 8
 
 
 def test_a_table_that_names_no_pods_says_how(tmp_path):
