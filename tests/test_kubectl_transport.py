@@ -231,3 +231,16 @@ def test_the_platform_hostfile_gives_the_addresses_unedited(kube2):
     with pytest.raises(UsageError) as exc:
         kube2.transport(hostfile=str(hostfile)).nodes()
     assert exc.value.error_id == "platform-hostfile" and "lists 1 addresses for 2 pods" in exc.value.message
+
+
+def test_a_jobs_pods_are_ordered_by_completion_index(kube2):
+    a, b = kube2.pods
+    for name, index in ((a, "1"), (b, "0")):  # the Job indexed them against name order
+        kube2.api.pods[("trial", name)].annotations["batch.kubernetes.io/job-completion-index"] = index
+    transport = kube2.transport(selector=None, job="trial")
+    assert [n.name for n in transport.nodes()] == [b, a]
+    assert transport.access_detail().endswith("the pods of Job `trial`, ordered by completion index")
+    assert [n.name for n in kube2.transport(selector=None, job="trial", order_by="name").nodes()] == [a, b]
+    with pytest.raises(UsageError) as exc:
+        kube2.transport(selector=None, job="other").nodes()
+    assert exc.value.error_id == "pod-not-found" and "the pods of Job `other`" in exc.value.message

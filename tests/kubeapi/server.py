@@ -125,7 +125,8 @@ class KubeApiServer:
         for node in cluster.nodes:
             server.add_pod(Pod(name=node.name, namespace=namespace, ip=node.address, netns=node.netns,
                                enter=cluster.enter_argv(node.index), ifname=node.ifname,
-                               labels={"app": "trial", "job-name": "trial", **(labels or {})},
+                               labels={"app": "trial", "job-name": "trial", "batch.kubernetes.io/job-name": "trial",
+                                       **(labels or {})},
                                annotations={"batch.kubernetes.io/job-completion-index": str(node.index)},
                                containers=list(containers)))
         return server.start()
