@@ -244,7 +244,8 @@ class Preflight:
             try:
                 res = self._run(node, argv, timeout_s=60)
             except TransportError as exc:
-                self._probe(ProbeResult("ssh", node.name, False, exc.message))
+                kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
+                self._probe(ProbeResult(kind, node.name, False, exc.message))
                 self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
                 return
             probe = parse_node_probe(res.stdout)
