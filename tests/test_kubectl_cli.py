@@ -152,8 +152,6 @@ def test_a_pod_deleted_mid_run_is_a_gap_and_the_others_are_kept(deleted_pod_run)
     assert "Traceback" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="exit status outside kubectl access: a run whose environment phase ended "
-                   "'partial' (a node lost) still exits 0; the exit-code rules say 1")
 @pytest.mark.timeout(900)
 def test_a_pod_deleted_mid_run_exits_1(deleted_pod_run):
     _, _, returncode, _, err = deleted_pod_run

@@ -256,7 +256,8 @@ class KubectlTransport(Transport):
     def where(self, pod: str) -> str:
         return f"{pod} (namespace {self.namespace or self.cfg.namespace or 'default'})"
 
-    def error_for(self, node: Node, rc: int, output: str) -> TransportError | None:
+    def error_for(self, node: Node, rc: int, output: str, *, seconds: float | None = None,
+                  during: str = "") -> TransportError | None:
         """For a finished ``popen``: the error when ``rc``/``output`` are kubectl's own failure; None
         when the command ran in the pod (whatever its exit code)."""
         if rc == 0 or probe.split_exit_line(output)[1] is not None or probe.classify(output) is None:
