@@ -96,8 +96,6 @@ def test_smoke_run_report_names_the_namespace_and_every_pod(smoke_run):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="known multi-node report defect outside kubectl access: the 3-node smoke "
-                   "report has a table cell 'empty' that lint rejects (same as over ssh, see test_e2e.py)")
 @pytest.mark.timeout(1800)
 def test_smoke_run_exits_0_with_a_lint_clean_report(smoke_run):
     _, proc, _, _, lint = smoke_run
