@@ -10,9 +10,10 @@ from __future__ import annotations
 import getpass
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ACCESS_METHODS = ("local", "ssh", "slurm", "kubectl")
-IMPLEMENTED_ACCESS = ("local", "ssh", "slurm")
+IMPLEMENTED_ACCESS = ("local", "ssh", "slurm", "kubectl")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,30 @@ class SlurmConfig:
     salloc_args: tuple[str, ...] = ()  # extra salloc arguments, e.g. ["--qos=high", "--exclusive"]
     srun_args: tuple[str, ...] = ()  # extra arguments for every srun, e.g. ["--mpi=none"]
     wait_s: int = 300  # how long a pending allocation may wait for resources before the run gives up
+
+
+@dataclass(frozen=True)
+class KubectlConfig:
+    """``[kubectl]``: every pod is a node, every command a ``kubectl exec -i POD -c CONTAINER -- argv``.
+
+    The pods are named one way: ``pods`` (an explicit list, in hostfile order), ``selector`` (a
+    label selector), ``job`` (a batch Job's pods) or ``jobset`` (a JobSet's pods); the last three
+    are ordered by ``order_by``. Addresses come from ``hostfile`` inside the first pod when it is
+    named, else from each pod's ``status.podIP``; pod 0's address is the rendezvous endpoint.
+    """
+
+    context: str | None = None  # kubeconfig context; None: the kubeconfig's current-context
+    namespace: str | None = None  # None: the context's namespace
+    pods: tuple[str, ...] = ()  # explicit pod names, node0 first
+    selector: str | None = None  # label selector, e.g. "app=trial,role=worker"
+    job: str | None = None  # a Job name: its pods (label batch.kubernetes.io/job-name)
+    jobset: str | None = None  # a JobSet name: its pods (label jobset.sigs.k8s.io/jobset-name)
+    order_by: str = "completion-index"  # "completion-index" (JobSet job index, then the Job's) or "name"
+    container: str | None = None  # kubectl exec -c; None: the pod's only (or default) container
+    kubeconfig: str | None = None  # --kubeconfig FILE; None: $KUBECONFIG or ~/.kube/config
+    args: tuple[str, ...] = ()  # extra global kubectl arguments, e.g. ["--as=alice"]
+    hostfile: str | None = None  # the platform's hostfile, a path inside the first pod (never edited)
+    request_timeout_s: int = 20  # how long one API call (get pods) may take before it counts as unreachable
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,7 @@ class Config:
     hosts: tuple[HostEntry, ...] = ()  # parsed hostfile data lines, in order
     ssh: SshConfig = field(default_factory=SshConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    kubectl: KubectlConfig = field(default_factory=KubectlConfig)
     gpus_per_node: int | None = None  # None: detect with nvidia-smi -L
     local_scratch: str = "/tmp"  # local disk path fio scans
     shared_paths: tuple[str, ...] = ()  # shared-FS paths (scanned, grouped by type and size)
@@ -172,6 +198,118 @@ def slurm_config_from_table(table: dict) -> tuple[SlurmConfig, list[tuple[str, s
             continue
         values[key] = value
     return SlurmConfig(**values), problems
+
+
+_K8S_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"  # a DNS-1123 subdomain: pod, namespace, Job names
+_SELECTOR = r"!?[A-Za-z0-9./_-]+(\s*(==|=|!=)\s*[A-Za-z0-9._-]*)?(\s*,\s*!?[A-Za-z0-9./_-]+(\s*(==|=|!=)\s*[A-Za-z0-9._-]*)?)*"
+KUBECTL_POD_SOURCES = ("pods", "selector", "job", "jobset")
+KUBECTL_ORDERS = ("completion-index", "name")
+
+
+def kubectl_access_problems(data: dict) -> list[tuple[str, str, str]]:
+    """What access = "kubectl" rules out in the top level of cluster.toml, as (key, message, hint):
+    the pods are the nodes and their addresses come from the platform."""
+    problems = []
+    if "kubectl" not in data:
+        problems.append(("access", "access = \"kubectl\" needs a [kubectl] table saying which pods are the nodes",
+                         '[kubectl] with namespace = "NS" and one of pods = [...], selector = "app=trial", '
+                         'job = "NAME" or jobset = "NAME" (see `clustereval init`)'))
+    if "nodes" in data:
+        problems.append(("nodes", "with access = \"kubectl\" the nodes are the pods [kubectl] names",
+                         "drop nodes; list the pods as [kubectl] pods = [...] or select them with [kubectl] selector"))
+    if "hostfile" in data:
+        problems.append(("hostfile", "with access = \"kubectl\" the addresses come from the platform",
+                         "drop hostfile: name the hostfile inside the pods as [kubectl] hostfile = \"/path\", "
+                         "or leave it out to use every pod's IP"))
+    return problems
+
+
+def kubectl_config_from_table(table: dict, base_dir: Path | None = None,
+                              ) -> tuple[KubectlConfig, list[tuple[str, str, str]]]:
+    """The ``[kubectl]`` table -> ``KubectlConfig`` plus every problem as (key, message, hint).
+
+    ``kubeconfig`` is resolved against ``base_dir`` (cluster.toml's folder) and must exist."""
+    import re
+    from dataclasses import fields as dc_fields
+
+    problems: list[tuple[str, str, str]] = []
+    known = {f.name for f in dc_fields(KubectlConfig)}
+    values: dict = {}
+    for key, value in table.items():
+        if key not in known:
+            problems.append((key, f"unknown key `{key}` in [kubectl]", f"known keys: {', '.join(sorted(known))}"))
+            continue
+        if key in ("pods", "args"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                problems.append((key, f"[kubectl] {key} must be a list of strings",
+                                 'e.g. pods = ["trial-0", "trial-1"]' if key == "pods" else
+                                 'e.g. args = ["--as=alice"]'))
+                continue
+            if key == "pods":
+                bad = [v for v in value if not re.fullmatch(_K8S_NAME, v)]
+                if bad:
+                    problems.append((key, f"[kubectl] pods: {bad[0]!r} is not a pod name",
+                                     "pod names are lower-case letters, digits, '-' and '.'"))
+                    continue
+                twice = sorted({v for v in value if value.count(v) > 1})
+                if twice:
+                    problems.append((key, f"[kubectl] pods lists {twice[0]} twice", "list each pod once"))
+                    continue
+                if not value:
+                    problems.append((key, "[kubectl] pods is empty", 'e.g. pods = ["trial-0", "trial-1"]'))
+                    continue
+            if key == "args" and any("\n" in v or not v.startswith("-") for v in value):
+                problems.append((key, "[kubectl] args must be kubectl options (each starting with '-')",
+                                 'e.g. args = ["--as=alice", "--insecure-skip-tls-verify"]'))
+                continue
+            value = tuple(value)
+        elif key == "request_timeout_s":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append((key, f"[kubectl] request_timeout_s must be an integer >= 1, not {value!r}",
+                                 "e.g. request_timeout_s = 20"))
+                continue
+        elif not isinstance(value, str) or not value.strip():
+            problems.append((key, f"[kubectl] {key} must be a non-empty string, not {value!r}", ""))
+            continue
+        elif key in ("namespace", "job", "jobset") and not re.fullmatch(_K8S_NAME, value):
+            problems.append((key, f"[kubectl] {key} {value!r} is not a Kubernetes name",
+                             "lower-case letters, digits, '-' and '.', e.g. namespace = \"ml-trial\""))
+            continue
+        elif key == "selector" and not re.fullmatch(_SELECTOR, value.strip()):
+            problems.append((key, f"[kubectl] selector {value!r} is not a label selector",
+                             'key=value pairs joined by commas, e.g. selector = "app=trial,role=worker"'))
+            continue
+        elif key == "order_by" and value not in KUBECTL_ORDERS:
+            problems.append((key, f"[kubectl] order_by {value!r} is not known",
+                             f"choose one of: {', '.join(KUBECTL_ORDERS)}"))
+            continue
+        elif key == "hostfile" and (not value.startswith("/") or re.search(r"[\s'\"`$;|&<>()\\]", value)):
+            problems.append((key, f"[kubectl] hostfile {value!r} must be an absolute path inside the first pod",
+                             'e.g. hostfile = "/etc/mpi/hostfile"'))
+            continue
+        elif key in ("context", "container") and re.search(r"[\s'\"`$;|&<>()\\]", value):
+            problems.append((key, f"[kubectl] {key} {value!r} contains characters a name cannot have", ""))
+            continue
+        values[key] = value
+    given = [k for k in KUBECTL_POD_SOURCES if k in values]
+    if len(given) > 1:
+        problems.append((given[1], f"[kubectl] names the pods twice ({' and '.join(given)})",
+                         "keep one of pods, selector, job or jobset"))
+    elif not given and not any(p[0] in KUBECTL_POD_SOURCES for p in problems):
+        problems.append(("", "[kubectl] does not say which pods are the nodes",
+                         'set one of pods = ["trial-0", "trial-1"], selector = "app=trial", job = "NAME" or '
+                         'jobset = "NAME"'))
+    if "kubeconfig" in values:
+        path = Path(values["kubeconfig"]).expanduser()
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        if not path.is_file():
+            problems.append(("kubeconfig", f"[kubectl] kubeconfig {values['kubeconfig']} does not exist",
+                             "paths are relative to cluster.toml; leave it out to use $KUBECONFIG or ~/.kube/config"))
+        values["kubeconfig"] = str(path)
+    if "order_by" in values and "pods" in values:
+        problems.append(("order_by", "[kubectl] order_by applies to selector, job or jobset, not to a pods list",
+                         "the pods list is already in hostfile order"))
+    return KubectlConfig(**values), problems
 
 
 def load_config(path):  # noqa: ANN001, ANN201 - re-exported; see configload.load_config

@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from clustereval.config import (
-    ACCESS_METHODS,
     IMPLEMENTED_ACCESS,
     Config,
     HostEntry,
+    KubectlConfig,
     SlurmConfig,
     SshConfig,
     StorageTarget,
     Targets,
     _user,
+    kubectl_access_problems,
+    kubectl_config_from_table,
     slurm_config_from_table,
 )
 from clustereval.errors import ConfigError, Problem
@@ -46,7 +48,7 @@ STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-r
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
             "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
-            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "nccl_env", "targets")
+            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
@@ -60,11 +62,6 @@ _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=|\s+)\S.*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-_ACCESS_LATER = {
-    "kubectl": "use access = \"ssh\" to the pods' sshd (port in [ssh]) with a hostfile of pod IPs, or run "
-               "clustereval inside one pod with access = \"local\"",
-}
 
 
 class _Loader:
@@ -179,12 +176,9 @@ class _Loader:
         if access is not None:
             if access in IMPLEMENTED_ACCESS:
                 kw["access"] = access
-            elif access in ACCESS_METHODS:
-                self.problem(("access",), f"access method {access!r} is not available yet", _ACCESS_LATER[access])
-                access = None
             else:
                 self.problem(("access",), f"unknown access method {access!r}",
-                             f"choose one of: {', '.join(IMPLEMENTED_ACCESS)} (kubectl is planned)")
+                             f"choose one of: {', '.join(IMPLEMENTED_ACCESS)}")
                 access = None
 
         hosts = self._hostfile(data, base_dir)
@@ -200,7 +194,7 @@ class _Loader:
                              f"{nodes[0]!r}, which is not this host",
                              f'write nodes = ["{here}"] (or leave nodes out); to evaluate {nodes[0]} from here, '
                              'set access = "ssh" and list its address in a hostfile')
-            if len(nodes) >= 2 and "hostfile" not in data and access != "slurm":
+            if len(nodes) >= 2 and "hostfile" not in data and access not in ("slurm", "kubectl"):
                 self.problem(("nodes",), f"{len(nodes)} nodes but no hostfile",
                              "write the peer IPs one per line (10.0.0.1 or 10.0.0.1 slots=8) and set "
                              "hostfile = \"hostfile\"; rendezvous and inter-node SSH need them")
@@ -283,6 +277,9 @@ class _Loader:
         slurm = self._slurm(data)
         if slurm is not None:
             kw["slurm"] = slurm
+        kubectl = self._kubectl(data, access, base_dir)
+        if kubectl is not None:
+            kw["kubectl"] = kubectl
         ssh = self._ssh(data, base_dir)
         if ssh is not None:
             kw["ssh"] = ssh
@@ -298,7 +295,7 @@ class _Loader:
 
         if self.problems:
             return None
-        if "nodes" not in kw and access != "slurm":  # access = "local" with no node list: this machine
+        if "nodes" not in kw and access not in ("slurm", "kubectl"):  # access = "local", no node list: this machine
             import socket
 
             kw["nodes"] = (socket.gethostname().split(".")[0] or "localhost",)
@@ -309,7 +306,7 @@ class _Loader:
         items = self.string_list(data, "nodes")
         if items is None:
             # with Slurm the allocation names the nodes (scontrol show hostnames)
-            if "nodes" not in data and data.get("access", "local") not in ("local", "slurm"):
+            if "nodes" not in data and data.get("access", "local") not in ("local", "slurm", "kubectl"):
                 example = ", ".join(f'"{h.address}"' for h in hosts[:4]) if hosts else '"gpu-a", "gpu-b"'
                 self.problem(("access",), "nodes is missing: every node identity is needed",
                              f"list them in hostfile order: nodes = [{example}] (host names, pod names or IPs)")
@@ -377,6 +374,20 @@ class _Loader:
         cfg, problems = slurm_config_from_table(table)
         for key, message, hint in problems:
             self.problem(("slurm", key), message, hint)
+        return None if problems else cfg
+
+    def _kubectl(self, data: dict, access: str | None, base_dir: Path) -> KubectlConfig | None:
+        """``[kubectl]`` and what access = "kubectl" rules out (checks in ``config.kubectl_config_from_table``)."""
+        table = self.get(data, "kubectl", dict, what="a table ([kubectl])")
+        if access == "kubectl":
+            for key, message, hint in kubectl_access_problems(data):
+                self.problem((key,), message, hint)
+        if table is None:
+            return None
+        self.given.extend(f"kubectl.{key}" for key in table)
+        cfg, problems = kubectl_config_from_table(table, base_dir)
+        for key, message, hint in problems:
+            self.problem(("kubectl", key) if key else ("kubectl",), message, hint)
         return None if problems else cfg
 
     def _ssh(self, data: dict, base_dir: Path) -> SshConfig | None:

@@ -105,7 +105,7 @@ class ConnectionLost(TransportError):
 
 
 # errors after which a node counts as gone for the rest of the run: later steps skip it at once
-NODE_GONE_IDS = ("connection-lost", "ssh-unreachable", "command-timeout")
+NODE_GONE_IDS = ("connection-lost", "ssh-unreachable", "command-timeout", "pod-not-found")
 
 
 class PreflightFailed(ClusterEvalError):

@@ -12,7 +12,12 @@ apt-get update
 # namespace cluster; tar: file copies over SSH; slurm-wlm + munge: the local Slurm cluster;
 # infiniband-diags + rdma-core: what `clustereval run` installs on a node that lacks them
 apt-get install -y --no-install-recommends fio openssh-server openssh-client iproute2 util-linux procps tar \
-    ca-certificates slurm-wlm munge infiniband-diags rdma-core
+    ca-certificates slurm-wlm munge infiniband-diags rdma-core openssl
+# kubectl: the access = "kubectl" tests run the real client against a stand-in API server; they need
+# 1.31 or newer (WebSocket exec) and skip with the reason on Debian's older kubernetes-client
+if ! command -v kubectl >/dev/null 2>&1; then
+    apt-get install -y --no-install-recommends kubernetes-client || true
+fi
 if ! python3 -m pip --version >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends python3 python3-pip
 fi

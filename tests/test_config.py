@@ -121,10 +121,14 @@ def test_bad_port_unknown_access_and_more_at_once(tmp_path):
     assert len(msgs) == 5
 
 
-@pytest.mark.parametrize("method", ["kubectl"])
-def test_planned_access_methods_say_what_to_use(tmp_path, method):
-    (msg,) = problems(write(tmp_path, f'access = "{method}"\nnodes = ["a"]\n'))
-    assert f"access method '{method}' is not available yet" in msg and 'access = "ssh"' in msg
+def test_kubectl_without_its_table_says_what_to_write(tmp_path):
+    # access = "kubectl" is built now: a node list is refused (the pods are the nodes) and the
+    # missing [kubectl] table is named with an example
+    path = write(tmp_path, 'access = "kubectl"\nnodes = ["a"]\n')
+    msgs = problems(path)
+    assert msgs[0].startswith(f"{path}:1: access = \"kubectl\" needs a [kubectl] table") and "selector" in msgs[0]
+    assert msgs[1].startswith(f"{path}:2: with access = \"kubectl\" the nodes are the pods [kubectl] names")
+    assert len(msgs) == 2
 
 
 def test_hostfile_garbage_lines(tmp_path):

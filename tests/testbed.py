@@ -349,6 +349,10 @@ class NetnsCluster:
         return subprocess.run([*self._enter(node), 'exec "$@"', *argv],
                               capture_output=True, text=True, timeout=timeout, **kw)
 
+    def enter_argv(self, which: int | str) -> list[str]:
+        """argv prefix that runs ``sh -c SCRIPT ARGS...`` (append SCRIPT and ARGS) as the node."""
+        return self._enter(self.node(which))
+
     def node_scratch_dir(self, which: int | str) -> Path:
         """Where node ``which``'s private ``scratch_dir`` lives, seen from this machine."""
         return self._node_dir(self.node(which)) / "scratch"

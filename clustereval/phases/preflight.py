@@ -45,6 +45,12 @@ def _short(names: list[str], limit: int = 8) -> str:
     return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
+def _access_detail(ctx: RunContext) -> str:
+    """kubectl: context, namespace and how the pods were chosen (the report's Access line names them)."""
+    detail = getattr(getattr(ctx.transport, "inner", ctx.transport), "access_detail", None)
+    return detail() if callable(detail) else ""
+
+
 def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
     """The seed's "Ask now, not later" rows, from the config and the node list (GPUs may be
     detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's."""
@@ -74,6 +80,8 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
     elif config.access == "slurm":
         items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
                                    "the allocation is checked below"))
+    elif config.access == "kubectl":
+        items.append(ChecklistItem("SSH / launcher details", True, "kubectl exec into every pod (no SSH needed)"))
     else:
         items.append(ChecklistItem("SSH / launcher details", True, "not needed: local exec"))
     if config.gpus_per_node is not None:
@@ -128,6 +136,7 @@ class Preflight:
         self.python = ctx.config.eval_python or "python3"
         self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
+                                   access_detail=_access_detail(ctx),
                                    nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
         self._lock = threading.Lock()
 
@@ -184,10 +193,10 @@ class Preflight:
 
     # -- 1. every node answers ------------------------------------------------------------------
     def _reach(self) -> bool:
-        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun'}.get(self.cfg.access, 'exec')} `hostname` on "
+        self._progress("all nodes", f"{ {'ssh': 'SSH', 'slurm': 'srun', 'kubectl': 'kubectl exec'}.get(self.cfg.access, 'exec')} `hostname` on "
                        f"{len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}")
         errors: dict[str, TransportError] = {}
-        kind = {"ssh": "ssh", "slurm": "srun"}.get(self.cfg.access, "exec")
+        kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
 
         def one(node: Node) -> None:
             t0 = time.monotonic()
@@ -237,7 +246,8 @@ class Preflight:
             try:
                 res = self._run(node, argv, timeout_s=60)
             except TransportError as exc:
-                self._probe(ProbeResult("ssh", node.name, False, exc.message))
+                kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
+                self._probe(ProbeResult(kind, node.name, False, exc.message))
                 self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
                 return
             probe = parse_node_probe(res.stdout)

@@ -23,7 +23,7 @@ class ChecklistItem:
 class ProbeResult:
     """One reachability probe: SSH hostname, TCP to the rendezvous, gloo all-reduce."""
 
-    kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "tcp" | "gloo" | "peer-ssh" | "paths"
+    kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "kubectl" | "tcp" | "gloo" | "peer-ssh" | "paths"
     node: str
     ok: bool
     detail: str = ""  # the hostname that came back, or the one-line error
@@ -43,6 +43,7 @@ class NodeInfo:
 @dataclass
 class PreflightRecord(PhaseRecord):
     access: str = "local"
+    access_detail: str = ""  # kubectl: context, namespace and how the pods were chosen (the report's Access line)
     nodes: list[NodeInfo] = field(default_factory=list)
     checklist: list[ChecklistItem] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)

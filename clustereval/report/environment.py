@@ -111,8 +111,9 @@ def write_header(view: RunView, doc: Document) -> None:
     env = env_record(view)
     doc.para(f"# {title(view)}")
     count = _node_count(view, env)
-    lines = [f"Datetime (UTC): {_stamp_text(view.stamp)}",
-             f"Access: {ACCESS_WORDS.get(view.access, view.access or 'local execution')}"]
+    access = ACCESS_WORDS.get(view.access, view.access or "local execution")
+    detail = getattr(view.get("preflight"), "access_detail", "")
+    lines = [f"Datetime (UTC): {_stamp_text(view.stamp)}", f"Access: {access} ({detail})" if detail else f"Access: {access}"]
     if env and env.nodes:
         names = ", ".join(f"`{n.hostname or n.node}`" for n in env.nodes)
         per = Counter(len(n.gpus) for n in env.nodes)

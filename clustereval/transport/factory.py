@@ -16,13 +16,14 @@ def nodes_of(config: Config, transport: Transport | None = None) -> list[Node]:
     With access = "slurm" the nodes are the allocation's (``transport`` is the one
     ``make_transport`` returned): Slurm's order, or cluster.toml ``nodes`` when listed, with the
     address each node reports for itself."""
-    if config.access == "slurm":
+    if config.access in ("slurm", "kubectl"):
         inner = getattr(transport, "inner", transport)  # a RetryingTransport wraps the real one
         nodes = getattr(inner, "nodes", None)
         if nodes is None:
-            raise UsageError("access = \"slurm\": the node list comes from the allocation, so it needs the "
-                             "Slurm transport", "call nodes_of(config, make_transport(config))")
-        return nodes(config.nodes)
+            source = "allocation" if config.access == "slurm" else "pods"
+            raise UsageError(f"access = \"{config.access}\": the node list comes from the {source}, so it needs "
+                             f"the {config.access} transport", "call nodes_of(config, make_transport(config))")
+        return nodes(config.nodes) if config.access == "slurm" else nodes()
     if config.hosts:
         names = list(config.nodes) if len(config.nodes) == len(config.hosts) else [h.address for h in config.hosts]
         return [Node(name=n, address=h.address, index=i, slots=h.slots)
@@ -31,12 +32,21 @@ def nodes_of(config: Config, transport: Transport | None = None) -> list[Node]:
 
 
 def with_nodes(config: Config, nodes: list[Node], transport: Transport | None = None) -> Config:
-    """With access = "slurm", the config as if the user had written the allocation into it: the
-    node list and a hostfile equivalent (``scontrol show hostnames`` plus the IP each node reports),
-    whose first address is the rendezvous endpoint. Other access methods: ``config`` unchanged."""
-    if config.access != "slurm" or not nodes:
+    """With access = "slurm" or "kubectl", the config as if the user had written the platform's nodes
+    into it: the node list and a hostfile equivalent (``scontrol show hostnames`` plus the IP each node
+    reports; the pods plus their IPs or the platform hostfile), whose first address is the rendezvous
+    endpoint. Other access methods: ``config`` unchanged."""
+    if config.access not in ("slurm", "kubectl") or not nodes:
         return config
     inner = getattr(transport, "inner", transport)
+    if config.access == "kubectl":
+        pod0 = nodes[0].name
+        source = (f"{config.kubectl.hostfile} in pod {pod0} (the platform's)" if config.kubectl.hostfile
+                  else "the pods' status.podIP (kubectl get pods)")
+        return dataclasses.replace(
+            config, nodes=tuple(n.name for n in nodes),
+            hosts=tuple(HostEntry(address=n.address, slots=n.slots, line=n.index + 1) for n in nodes),
+            hostfile=source)
     job = getattr(inner, "job_id", "") or "?"
     return dataclasses.replace(
         config, nodes=tuple(n.name for n in nodes),
@@ -55,5 +65,9 @@ def make_transport(config: Config) -> Transport:
         from clustereval.transport.slurm import SlurmTransport
 
         return SlurmTransport(config.slurm, job_name=f"clustereval-{config.name}")
+    if config.access == "kubectl":
+        from clustereval.transport.kubectl import KubectlTransport
+
+        return KubectlTransport(config.kubectl)
     raise UsageError(f"access method {config.access!r} is not available in this version",
-                     "use access = \"local\", \"ssh\" or \"slurm\" in cluster.toml")
+                     "use access = \"local\", \"ssh\", \"slurm\" or \"kubectl\" in cluster.toml")
