@@ -183,7 +183,7 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
         out.print(line, markup=False)
     if all(m.action == "absent" for m in moves):
         out.print("every scratch folder of this run is already cleared", markup=False)
-    return EXIT_FAILED if any(m.action == "failed" for m in moves) else EXIT_OK
+    return EXIT_FAILED if any(m.action in ("failed", "refused") for m in moves) else EXIT_OK
 
 
 # ---- preflight ------------------------------------------------------------------------------------

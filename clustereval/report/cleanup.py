@@ -30,6 +30,9 @@ def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
                      "a move does not free the space. To free it (it destroys the files, so it is yours to run)"
                      f"{where}: {command}")
     for m in moves:
+        if m.action == "refused":
+            lines.append(f"scratch: REFUSED to clear {m.path} on {m.node}: {m.error}; it was left untouched")
+    for m in moves:
         if m.action == "failed":
             lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); run "
                          f"`clustereval cleanup {run_dir}` once the node answers")
