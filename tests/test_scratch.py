@@ -17,7 +17,7 @@ def test_one_timestamped_folder_per_mount_recorded_in_the_raw_folder(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
-    (tmp_path / "local").mkdir()
+    (tmp_path / "local").mkdir(exist_ok=True)
     sc = scratch_for(ctx)
     node = ctx.nodes[0]
     area = sc.ensure(node, str(shared))

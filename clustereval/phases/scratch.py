@@ -63,6 +63,8 @@ realpath -e -- "$mount" "$path"
 _CLEAR = r'''
 src=$1 mount=$2 mark=$3 trash=$4 shared=$5 may_delete=$6
 refuse() { echo "refused: $1" >&2; exit 10; }
+# the mount a path is on, from the mount table (stat's %m walks st_dev and misses bind mounts)
+mnt() { findmnt -n -o TARGET -T "$1" 2>/dev/null || stat -c %m -- "$1"; }
 [ -e "$src" ] || [ -L "$src" ] || { echo absent; exit 0; }
 [ -L "$src" ] && refuse "$src is a symbolic link, not the folder this run created"
 [ -d "$src" ] || refuse "$src is not a folder"
@@ -77,7 +79,7 @@ if [ "$shared" = 0 ] && [ "$may_delete" = 1 ]; then
   case "$real/" in
     /tmp/*)
       # node-local /tmp only: the folder sits on the very filesystem mounted for /tmp, of a local type
-      if [ "$(stat -c %d -- "$real")" = "$(stat -c %d /tmp)" ] && [ "$(stat -c %m -- "$real")" = "$(stat -c %m /tmp)" ]; then
+      if [ "$(stat -c %d -- "$real")" = "$(stat -c %d /tmp)" ] && [ "$(mnt "$real")" = "$(mnt /tmp)" ]; then
         case $(stat -f -c %T /tmp) in
           tmpfs|ramfs|ext2/ext3|xfs|btrfs|overlayfs|zfs|f2fs)
             rm -rf --one-file-system -- "$real" || exit 4
@@ -90,7 +92,7 @@ fi
 # shares the device but rename(2) still fails across it); checked before the trash is created
 probe=$trash
 while [ ! -e "$probe" ]; do probe=$(dirname -- "$probe"); done
-if [ "$(stat -c %d -- "$probe")" != "$(stat -c %d -- "$real")" ] || [ "$(stat -c %m -- "$probe")" != "$(stat -c %m -- "$real")" ]; then
+if [ "$(stat -c %d -- "$probe")" != "$(stat -c %d -- "$real")" ] || [ "$(mnt "$probe")" != "$(mnt "$real")" ]; then
   echo "cross-device: $trash is on another filesystem than $src (a move there would copy)" >&2; exit 4
 fi
 case "$(realpath -m -- "$trash")/" in "$real_mount"/*) ;; *) refuse "the trash $trash is outside the declared mount $mount";; esac
