@@ -225,6 +225,10 @@ def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightR
         for item in record.checklist:
             if item.need in record.missing:
                 out.print(f"  - {item.need}: {item.hint}", markup=False)
+        needs = {item.need for item in record.checklist}
+        for gap in record.gaps:  # what a node lacks (a configured path): named with the node and the fix
+            if gap.node and not any(gap.text.startswith(f"Missing before the eval can start: {n}") for n in needs):
+                out.print(f"  - {gap.text} (fix: {gap.plan})" if gap.plan else f"  - {gap.text}", markup=False)
     for gap in record.gaps:
         if not record.missing:
             out.print(f"- {gap.text} (plan: {gap.plan})" if gap.plan else f"- {gap.text}", markup=False)
@@ -246,7 +250,6 @@ def _preflight_with(transport: Transport, config: Config, *, console: Console, o
     import tempfile
 
     from clustereval.phases.preflight import PreflightPhase
-    from clustereval.phases.remote import node_scratch
 
     nodes = nodes_of(config, transport)
     config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
@@ -256,16 +259,10 @@ def _preflight_with(transport: Transport, config: Config, *, console: Console, o
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console))
         record = PreflightPhase().run(ctx)
-        shipped = ctx.records.get("_shipped", {})
-        if shipped and transport.method != "local":
-            scratch = node_scratch(ctx)
-            for node in nodes:
-                if node.name in shipped:
-                    try:  # our own package copy only; the run folder on the node is left if anything else is in it
-                        transport.run(node, ["sh", "-c", 'rm -rf -- "$1/pkg" && rmdir -- "$1" 2>/dev/null; true',
-                                             "sh", scratch], timeout_s=30)
-                    except ClusterEvalError:
-                        pass
+        # the package copy for the gloo check: cleared by the same checks as a run's scratch
+        moves = clear_scratch(ctx)
+    for line in cleanup_lines(moves, ""):
+        out.print(line, markup=False)
     show_preflight(record, out)
     if record.passed:
         out.print(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready", markup=False)

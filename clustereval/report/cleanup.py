@@ -34,6 +34,10 @@ def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
             lines.append(f"scratch: REFUSED to clear {m.path} on {m.node}: {m.error}; it was left untouched")
     for m in moves:
         if m.action == "failed":
-            lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); run "
-                         f"`clustereval cleanup {run_dir}` once the node answers")
+            if run_dir:
+                lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); run "
+                             f"`clustereval cleanup {run_dir}` once the node answers")
+            else:  # preflight keeps no run folder to hand to `clustereval cleanup`
+                lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); it holds only "
+                             f"clustereval's package copy: move it to trash on that mount by hand")
     return lines
