@@ -18,7 +18,6 @@ from clustereval.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    ClusterEvalError,
     UsageError,
 )
 from clustereval.phases.base import PROFILES, RunContext

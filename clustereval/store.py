@@ -82,14 +82,18 @@ class RunStore:
                              "set [cluster] name in cluster.toml to a plain word such as h200")
         stamp = utc_stamp(now)
         base = f"{name}-{stamp}"
-        candidate = base
+        reports_dir.mkdir(parents=True, exist_ok=True)
         n = 1
-        while (reports_dir / f"{candidate}.md").exists() or (reports_dir / f"raw-{candidate}").exists():
+        while True:
+            candidate = base if n == 1 else f"{base}-{n}"
             n += 1
-            candidate = f"{base}-{n}"
-        raw = reports_dir / f"raw-{candidate}"
-        raw.mkdir(parents=True)
-        return cls(reports_dir / f"{candidate}.md", raw)
+            if (reports_dir / f"{candidate}.md").exists():
+                continue
+            try:  # mkdir is the claim: two runs started in the same minute never share a folder
+                (reports_dir / f"raw-{candidate}").mkdir()
+            except FileExistsError:
+                continue
+            return cls(reports_dir / f"{candidate}.md", reports_dir / f"raw-{candidate}")
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
