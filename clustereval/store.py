@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from clustereval.errors import UsageError
 from clustereval.records import dumps, from_dict, to_dict
+from clustereval.redact import scrub, scrub_bytes
 
 T = TypeVar("T")
 
@@ -36,6 +37,8 @@ def utc_now_iso() -> str:
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write ``path`` whole or not at all; credentials in the text are blanked first (``redact``)."""
+    text = scrub_bytes(text) if isinstance(text, bytes) else scrub(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(text, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -174,6 +177,7 @@ class RunStore:
 
     def append_log(self, rel: str, text: str) -> None:
         path = self.raw_path(*rel.split("/"))
+        text = scrub(text)
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text if text.endswith("\n") else text + "\n")
 
