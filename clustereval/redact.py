@@ -72,3 +72,17 @@ def mount_table(text: str) -> str:
             line = " ".join(fields)
         out.append(scrub(line))
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def findmnt_table(text: str) -> str:
+    """``findmnt -r`` output (header line first) with its OPTIONS column reduced by ``mount_options``."""
+    out, column = [], -1
+    for line in text.splitlines():
+        words = line.split(" ")
+        if column < 0 and "OPTIONS" in words and "TARGET" in words:
+            column = words.index("OPTIONS")
+        elif column >= 0 and len(words) > column:
+            words[column] = mount_options(words[column]) or "-"
+            line = " ".join(words)
+        out.append(scrub(line))
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
