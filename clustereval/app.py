@@ -18,6 +18,7 @@ from clustereval.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    StoreError,
     UsageError,
 )
 from clustereval.phases.base import PROFILES, RunContext
@@ -102,20 +103,28 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         if name == "preflight" and status != "start" and "preflight" in ctx.records:
             show_preflight(ctx.records["preflight"], out)
 
-    with _Interrupts(ctx.stop, console):
-        try:
-            outcome = execute(ctx, phases, on_phase=on_phase)
-        finally:
-            # success, failure, Ctrl-C or a lost node: the scratch goes to trash before anything else
-            for line in cleanup_lines(clear_scratch(ctx), str(store.raw_dir)):
-                out.print(line, markup=False)
-    rendered = render(store, config.access, prof.shortenings, config.targets.storage)
-    moved = store.write_report(rendered.markdown)
-    store.write_raw("report.md.copy", rendered.markdown)
-    out.print(f"report: {store.report_path}", markup=False)
-    if moved:
-        out.print(f"the previous rendering moved to {moved}", markup=False)
-    lint_ok = finish_report(store, rendered, console=console, out=out)
+    try:
+        with _Interrupts(ctx.stop, console):
+            try:
+                outcome = execute(ctx, phases, on_phase=on_phase)
+            finally:
+                # success, failure, Ctrl-C, a lost node or a full disk here: the scratch goes to trash
+                # before anything else, and what happened to it is printed before it is saved
+                moves = clear_scratch(ctx, save=False)
+                for line in cleanup_lines(moves, str(store.raw_dir)):
+                    out.print(line, markup=False)
+                scratch_for(ctx).save_moves(moves)
+        rendered = render(store, config.access, prof.shortenings, config.targets.storage)
+        moved = store.write_report(rendered.markdown)
+        store.write_raw("report.md.copy", rendered.markdown)
+        out.print(f"report: {store.report_path}", markup=False)
+        if moved:
+            out.print(f"the previous rendering moved to {moved}", markup=False)
+        lint_ok = finish_report(store, rendered, console=console, out=out)
+    except StoreError as exc:
+        for line in exc.lines():
+            console.print(line, markup=False)
+        return EXIT_FAILED
     if outcome.interrupted:
         out.print(f"interrupted: resume with `clustereval run --resume {store.raw_dir}`", markup=False)
         return EXIT_INTERRUPTED
@@ -148,7 +157,7 @@ def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out:
     return not problems
 
 
-def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
+def clear_scratch(ctx: RunContext, *, save: bool = True) -> list[ScratchMove]:
     """Move every scratch folder the run created to trash (node-local /tmp ones are deleted).
 
     Ctrl-C is ignored for the few seconds this takes: an interrupted cleanup is the one thing
@@ -160,7 +169,7 @@ def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     try:
         ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
-        return scratch.cleanup(ctx.nodes)
+        return scratch.cleanup(ctx.nodes, save=save)
     finally:
         if in_main:
             signal.signal(signal.SIGINT, old or signal.SIG_DFL)

@@ -349,10 +349,12 @@ class Scratch:
             return f"its name is not this run's ({run_folder_name(self.store)})"
         return ""
 
-    def cleanup(self, nodes: list[Node], areas: list[ScratchArea] | None = None) -> list[ScratchMove]:
+    def cleanup(self, nodes: list[Node], areas: list[ScratchArea] | None = None, *,
+                save: bool = True) -> list[ScratchMove]:
         """Move every recorded folder (or ``areas``) to its trash; delete node-local /tmp ones.
 
-        Areas are cleared in parallel, each within ``CLEAR_TIMEOUT_S``."""
+        Areas are cleared in parallel, each within ``CLEAR_TIMEOUT_S``. ``save=False``: the caller
+        shows the result first and saves it with ``save_moves`` (a full disk must not hide it)."""
         todo = self.areas() if areas is None else list(areas)
         by_name = {n.name: n for n in nodes}
         stamp = trash_stamp(self.store)
@@ -370,10 +372,18 @@ class Scratch:
             jobs.append((area, candidates))
         moves = run_parallel(jobs, lambda job: self._clear(job[0], job[1], stamp),
                              max(1, getattr(self.transport, "fanout", 8)))
-        if moves:
-            previous = self._load(CLEANUP_FILE, ScratchMove)
-            self.store.write_raw(CLEANUP_FILE, json.dumps([to_dict(m) for m in previous + moves], indent=2) + "\n")
+        if save:
+            self.save_moves(moves)
         return moves
+
+    def save_moves(self, moves: list[ScratchMove]) -> None:
+        """Add ``moves`` to ``scratch/cleanup.json`` (raises ``StoreError`` when the disk refuses)."""
+        if moves:
+            try:
+                previous = self._load(CLEANUP_FILE, ScratchMove)
+            except (OSError, ValueError):
+                previous = []
+            self.store.write_raw(CLEANUP_FILE, json.dumps([to_dict(m) for m in previous + moves], indent=2) + "\n")
 
     def _clear(self, area: ScratchArea, candidates: list[Node], stamp: str) -> ScratchMove:
         mount = normalize(area.mount)
