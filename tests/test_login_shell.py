@@ -74,3 +74,25 @@ def test_the_smoke_run_on_a_tcsh_node_completes_and_clears_its_scratch(netns_clu
                            "-o", "-name", "*.pid", ")", "-print"], capture_output=True, text=True, check=True)
     assert left.stdout == "", left.stdout
     assert "scratch:" in res.stdout and "moved" in res.stdout
+
+
+def _leftovers(*roots) -> str:
+    """Run folders, torchrun temp folders and pid files anywhere under ``roots`` but inside trash."""
+    res = subprocess.run(["find", *map(str, roots), "-path", "*/trash", "-prune", "-o", "(", "-name", "cluster-eval-*",
+                          "-o", "-name", "torchelastic_*", "-o", "-name", "*.pid", ")", "-print"],
+                         capture_output=True, text=True, check=True)
+    return res.stdout
+
+
+@pytest.mark.slow
+def test_after_the_4_node_smoke_run_nothing_is_left_outside_trash(netns_cluster, tmp_path):
+    """One node logs in with tcsh; every node's scratch and the shared mount are searched with find."""
+    cluster = _tcsh_node(netns_cluster, num_nodes=4)
+    cfg = cluster.write_config(reports_dir=str(tmp_path / "reports"))
+    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=1500)
+    out = res.stdout + res.stderr
+    assert "report: " in out, out[-4000:]  # the run went through to its report
+    assert "Unmatched" not in out and "REFUSED" not in out and "NOT cleared" not in out, out[-4000:]
+    roots = [cluster.node_scratch_dir(i) for i in range(4)] + [cluster.shared_dir]
+    assert _leftovers(*roots) == ""
+    assert "scratch: " in res.stdout
