@@ -264,7 +264,6 @@ class Preflight:
         bad = [(p, "does not exist") for p in probe.missing_paths] + [(p, "is not writable by the eval user")
                                                                        for p in probe.unwritable_paths]
         if not bad:
-            self._probe(ProbeResult("paths", node.name, True, "every configured path is there and writable"))
             return True
         for path, why in bad:
             key = "local_scratch" if path == self.cfg.local_scratch else "shared_paths"
