@@ -62,6 +62,7 @@ def test_run_put_get_and_popen_through_a_tcsh_login_shell(netns_cluster, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_the_smoke_run_on_a_tcsh_node_completes_and_clears_its_scratch(netns_cluster, tmp_path):
     cluster = _tcsh_node(netns_cluster)
     cfg = cluster.write_config(reports_dir=str(tmp_path / "reports"))
@@ -85,6 +86,7 @@ def _leftovers(*roots) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_after_the_4_node_smoke_run_nothing_is_left_outside_trash(netns_cluster, tmp_path):
     """One node logs in with tcsh; every node's scratch and the shared mount are searched with find."""
     cluster = _tcsh_node(netns_cluster, num_nodes=4)
