@@ -3,6 +3,8 @@ path; clustereval never creates it. Preflight's own package folder goes through 
 
 import socket
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.storagehelpers import tmpfs
 
@@ -38,3 +40,20 @@ def test_a_read_only_shared_path_fails_preflight(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode == 2, out
     assert f"`{ro}` (shared_paths in cluster.toml) is not writable by the eval user" in out
+
+
+@pytest.mark.timeout(900)
+def test_preflights_package_folder_goes_through_the_scratch_cleanup(cluster3, tmp_path):
+    """The gloo check ships the package to every node; preflight then clears it with the same checks as
+    a run: the node-local scratch here is its own mount (not /tmp's filesystem), so it is moved."""
+    res = run_cli("preflight", "--config", str(cluster3.config_path), cwd=tmp_path, timeout=600)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "REFUSED" not in out and "NOT cleared" not in out
+    for i in range(3):
+        node_dir = cluster3.node_scratch_dir(i)
+        left = [str(p) for p in node_dir.rglob("cluster-eval-*") if "trash" not in p.relative_to(node_dir).parts]
+        assert left == []
+        assert any(node_dir.rglob("trash/*/cluster-eval-*/pkg")), f"node{i}: the package folder was not moved to trash"
+    assert out.count("scratch: moved") == 3
+    assert not (tmp_path / "reports").exists()  # preflight writes nothing under reports/
