@@ -4,11 +4,14 @@
 ``<mount>/<user>``), created by the eval so nothing of the user's sits inside it. Only the
 declared mounts (``local_scratch`` and ``shared_paths``) are ever written to. At the end of a run
 (success, failure, Ctrl-C, a lost node) each folder is moved into ``<mount>/<user>/trash/<stamp>/``
-on the same filesystem: a rename, never ``rm`` and never a copy across mounts. A folder under
-node-local ``/tmp`` is deleted instead: it is the eval's own and goes with the node.
+on the same filesystem: a rename, never ``rm`` and never a copy across mounts. A folder on the
+node's own ``/tmp`` filesystem is deleted instead: it is the eval's own and goes with the node.
 
 Every folder is recorded in the run's raw folder the moment it exists, so
-``clustereval cleanup RUN_DIR`` can move what an interrupted or crashed run left.
+``clustereval cleanup RUN_DIR`` can move what an interrupted or crashed run left. That record only
+says where to look: before anything is moved or deleted, the path's form, the declared mount it
+resolves into, the marker this run wrote and the filesystem it is on are checked again, on the
+node, at that moment (``_CLEAR``).
 """
 
 from __future__ import annotations
