@@ -55,7 +55,8 @@ fi
 if [ -n "$(find "$root" -maxdepth 0 -perm /022)" ]; then
   echo "not-private: $root is writable by group or others (mode $(stat -c %a -- "$root"))" >&2; exit 7
 fi
-mkdir -m 700 -- "$path" || exit 8
+if [ -e "$path" ] || [ -L "$path" ]; then echo "exists: $path" >&2; exit 8; fi
+mkdir -m 700 -- "$path" || exit 5
 printf '%s\n' "$mark" > "$path/.clustereval-run" || exit 5
 realpath -e -- "$mount" "$path"
 '''
