@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -113,7 +114,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
             finally:
                 # success, failure, Ctrl-C, a lost node or a full disk here: the scratch goes to trash
                 # before anything else, and what happened to it is printed before it is saved
-                moves = clear_scratch(ctx, save=False)
+                moves = clear_scratch(ctx, save=False, notify=lambda line: console.print(line, markup=False))
                 for line in cleanup_lines(moves, str(store.raw_dir)):
                     out.print(line, markup=False)
                 scratch_for(ctx).save_moves(moves)
@@ -161,19 +162,34 @@ def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out:
     return not problems
 
 
-def clear_scratch(ctx: RunContext, *, save: bool = True) -> list[ScratchMove]:
+def clear_scratch(ctx: RunContext, *, save: bool = True,
+                  notify: Callable[[str], None] | None = None) -> list[ScratchMove]:
     """Move every scratch folder the run created to trash (node-local /tmp ones are deleted).
 
-    Ctrl-C is ignored for the few seconds this takes: an interrupted cleanup is the one thing
-    that would leave other people's filesystems fuller than the eval found them."""
+    A first Ctrl-C only says that the cleanup is still running (an interrupted cleanup is what
+    would leave other people's filesystems fuller than the eval found them); a second one stops it,
+    and what is left is named for ``clustereval cleanup``."""
     scratch = scratch_for(ctx)
     if not scratch.areas():
         return []
     in_main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+    asked = threading.Event()
+    say = notify or (lambda _line: None)
+
+    def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+        say("interrupt: still clearing the scratch on the nodes; Ctrl-C again to stop and leave it for "
+            f"`clustereval cleanup {ctx.store.raw_dir}`")
+
+    old = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:
         ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
         return scratch.cleanup(ctx.nodes, save=save)
+    except KeyboardInterrupt:
+        say(f"scratch: cleanup stopped; what is left is recorded: run `clustereval cleanup {ctx.store.raw_dir}`")
+        raise
     finally:
         if in_main:
             signal.signal(signal.SIGINT, old or signal.SIG_DFL)
@@ -188,11 +204,17 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
         if not scratch.areas():
             out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
             return EXIT_OK
-        moves = scratch.cleanup(nodes_of(config, transport))
+        moves = scratch.cleanup(nodes_of(config, transport), save=False)
     finally:
         transport.close()
     for line in cleanup_lines(moves, str(store.raw_dir)):
         out.print(line, markup=False)
+    try:
+        scratch.save_moves(moves)
+    except StoreError as exc:
+        for line in exc.lines():
+            console.print(line, markup=False)
+        return EXIT_FAILED
     if all(m.action == "absent" for m in moves):
         out.print("every scratch folder of this run is already cleared", markup=False)
     return EXIT_FAILED if any(m.action in ("failed", "refused") for m in moves) else EXIT_OK

@@ -29,7 +29,7 @@ from clustereval.errors import ScratchError, TransportError
 from clustereval.records import from_dict, to_dict
 from clustereval.records.scratch import ScratchArea, ScratchMove
 from clustereval.store import RunStore, utc_now_iso
-from clustereval.transport.base import Node, Transport, run_parallel
+from clustereval.transport.base import Node, Transport
 
 AREAS_FILE = "scratch/areas.json"
 CLEANUP_FILE = "scratch/cleanup.json"
@@ -374,8 +374,7 @@ class Scratch:
             if shared:
                 candidates += [n for n in nodes if n.name != area.node]
             jobs.append((area, candidates))
-        moves = run_parallel(jobs, lambda job: self._clear(job[0], job[1], stamp),
-                             max(1, getattr(self.transport, "fanout", 8)))
+        moves = _interruptible_parallel(jobs, lambda job: self._clear(job[0], job[1], stamp))
         if save:
             self.save_moves(moves)
         return moves
@@ -433,6 +432,29 @@ class Scratch:
                                error=err or f"exit {res.rc}", finished_utc=utc_now_iso())
         return ScratchMove(node=area.node, path=area.path, action="failed", trash_dir=trash_dir,
                            error=last_error or "no node reachable", finished_utc=utc_now_iso())
+
+
+def _interruptible_parallel(jobs: list, fn) -> list:  # noqa: ANN001
+    """``fn`` over ``jobs`` on daemon threads, results in order; the waiting main thread still takes
+    Ctrl-C (a pool's shutdown would hold it until the slowest mount answered)."""
+    results: list = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            results[i] = fn(jobs[i])
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
+    return results
 
 
 def scratch_for(ctx) -> Scratch:  # noqa: ANN001 - RunContext; imported lazily to keep layers one-way
