@@ -77,5 +77,5 @@ def test_two_concurrent_runs_by_one_user_on_one_mount(tmp_path):
     for report in reports:
         assert "0 ranks" not in report.read_text()
     moved = [re.findall(r"scratch: (?:moved|deleted) (\S+)", out) for out in outs]
-    assert moved[0] and moved[1] and not set(moved[0]) & set(moved[1])
+    assert moved[0] and moved[1] and not set(moved[0]) & set(moved[1]), [o[-2500:] for o in outs]
     assert files_outside_trash(scratch) == []
