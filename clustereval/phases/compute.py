@@ -14,9 +14,13 @@ Before every pass and before every GPU's measurement, foreign compute processes 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
+from clustereval.analysis.gpus import loaded_outliers
+from clustereval.analysis.matmul import held_rate
+from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     Guard,
@@ -31,6 +35,7 @@ from clustereval.phases.gpunode import (
     launch,
     plan_for,
 )
+from clustereval.phases.pernode import each_node
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap, from_dict
@@ -40,13 +45,14 @@ from clustereval.records.compute import (
     LemonGpu,
     LemonRecord,
     MatmulRecord,
+    MatmulTrace,
     NodeHealth,
     NodeLemon,
     NodeMatmul,
     SearchSummary,
     ShapeTiming,
 )
-from clustereval.transport.base import Node, run_parallel
+from clustereval.transport.base import Node
 
 NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
                "cluster has no GPU results")
@@ -59,8 +65,14 @@ def _no_gpu_gap(invs: list[NodeGpus]) -> Gap:
                plan=NO_GPU_PLAN)
 
 
-def _inventories(ctx: RunContext, plan: MatmulPlan) -> list[NodeGpus]:
-    return run_parallel(ctx.nodes, lambda n: inventory(ctx, n, plan), ctx.transport.fanout)
+def _inventories(ctx: RunContext, plan: MatmulPlan, phase: str, title: str) -> tuple[list[NodeGpus], list[Gap]]:
+    """Every node's GPUs; a node that cannot be asked has none, and a Gap that says why."""
+    steps = each_node(ctx, phase, title, ctx.nodes, lambda n: inventory(ctx, n, plan),
+                      what="`nvidia-smi` (the GPU inventory)")
+    invs = [s.value if s.value is not None else NodeGpus(s.node, hostname_of(ctx, s.node),
+                                                         error=s.error.message if s.error else "no answer")
+            for s in steps]
+    return invs, [s.gap for s in steps if s.gap is not None]
 
 
 # -- hardware health -------------------------------------------------------------------------
@@ -108,7 +120,13 @@ class HealthPhase:
             rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
                                 plan=NO_GPU_PLAN))
             return rec
-        results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        steps = each_node(ctx, self.name, "the hardware health check", ctx.nodes, lambda n: self._node(ctx, n),
+                          what=f"`dcgmi diag -r {self.level}`")
+        results = [s.value if s.value is not None else
+                   (NodeHealth(node=s.node.name, index=s.node.index, hostname=hostname_of(ctx, s.node),
+                               level=self.level, errors=[s.error.message if s.error else "no answer"]),
+                    [s.gap] if s.gap else [])
+                   for s in steps]
         rec.nodes = [r[0] for r in results if r[0] is not None]
         if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
             rec.status = "skipped"
@@ -119,7 +137,7 @@ class HealthPhase:
             rec.gaps += gaps
         if not any(n.ran for n in rec.nodes):
             rec.status = "failed" if rec.nodes else "skipped"
-        elif rec.gaps:
+        elif rec.gaps or any(not s.ok for s in steps):
             rec.status = "partial"
         return rec
 
@@ -165,7 +183,10 @@ class HealthPhase:
             return nh, []
         finally:
             if nh.hostengine_started:
-                ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
+                try:
+                    ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
+                except TransportError:
+                    pass  # the node stopped answering: the diag's own error is the one to report
 
 
 def _last_line(text: str) -> str:
@@ -194,28 +215,42 @@ class MatmulPhase:
     def applies(self, ctx: RunContext) -> bool:
         return True
 
+    @staticmethod
+    def merged(ctx: RunContext, rec: MatmulRecord) -> None:
+        """The clock range over every node (also after --resume replaced the failed nodes' entries)."""
+        rec.saturated_sm_mhz = saturated_clock(rec)
+
     def run(self, ctx: RunContext) -> MatmulRecord:
         plan = plan_for(ctx)
         rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
-                           settle_s=plan.settle_s, sustain_s=plan.sustain_s)
-        invs = _inventories(ctx, plan)
+                           soak_min_s=plan.soak_min_s, soak_max_s=plan.soak_max_s, settle_s=plan.settle_s,
+                           sustain_s=plan.sustain_s)
+        invs, lost = _inventories(ctx, plan, self.name, "the GPU performance pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
-        results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
+        passes = {i.node.name: NodePass(ctx, i, plan) for i in live}
+        steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
+                          lambda n: passes[n.name].run(), what="the matmul worker")
         if ctx.stop.is_set():
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
+        results = [s.value if s.value is not None else (passes[s.node.name].rec, [s.gap] if s.gap else [])
+                   for s in steps]
+        for s in steps:
+            if s.error is not None:
+                passes[s.node.name].rec.error = s.error.message
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
+        rec.gaps += lost
         for inv in invs:
-            if not inv.gpus:
+            if not inv.gpus and not any(g.node == inv.node.name for g in lost):
                 rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
                                     NO_GPU_PLAN, inv.node.name))
-        rec.saturated_sm_mhz = saturated_clock(rec)
+        self.merged(ctx, rec)
         if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
         return rec
@@ -268,10 +303,15 @@ class NodePass:
         """Every GPU at a given shape, each with all the others loaded (the benchmark's all-GPU pass)."""
         def work() -> None:
             self.shape = self.rec.msmf_shape = shape
-            self._passes(self._pinned_pass(), max_passes)
+            t0 = time.monotonic()
+            first = self._pinned_pass()
+            self.rec.all_gpu_wall_s = round(time.monotonic() - t0, 1)
+            self._loaded_outliers()
+            self._passes(first, max_passes)
         return self._guarded(work)
 
     def _guarded(self, work: Callable[[], object]) -> tuple[NodeMatmul, list[Gap]]:
+        t0 = time.monotonic()
         try:
             self._check(set(), {}, "The GPU performance pass")
             work()
@@ -280,15 +320,18 @@ class NodePass:
             self.gap(exc.text, exc.plan)
         finally:
             self.loads.stop_all()
+            self.rec.total_wall_s = round(time.monotonic() - t0, 1)
         return self.rec, self.gaps
 
     def _passes(self, first: dict[int, float | None], max_passes: int = 3) -> None:
         passes = [first]
         verdict = three_pass(passes)
         if verdict.needs_more_passes and max_passes >= 3:
+            t0 = time.monotonic()
             for _ in range(2):
                 passes.append(self._pinned_pass())
             verdict = three_pass(passes)
+            self.rec.extra_passes_wall_s = round(time.monotonic() - t0, 1)
         self.rec.num_passes = len(passes)
         self.rec.medians = [round(m, 4) for m in verdict.medians]
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
@@ -313,14 +356,15 @@ class NodePass:
             self._fail(f"The search on gpu{gpu0} could not start: {err}.")
             return
         self._check(self.loads.pids(), self.loads.per_gpu(), "The GPU performance pass")
-        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)),
-                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s),
+        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)), *self.plan.held_args(),
                 "--coarse-budget", str(self.plan.coarse_budget)]
         if self.plan.grid:
             args += ["--grid", self.plan.grid]
         self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}", None)
         proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        t0 = time.monotonic()
         rc = proc.finish(self.plan.search_timeout_s, idle_timeout_s=self.plan.start_timeout_s)
+        self.rec.search_wall_s = round(time.monotonic() - t0, 1)
         proc.save_log()
         self._interpreter(proc)
         result = proc.last("result")
@@ -378,11 +422,25 @@ class NodePass:
             values[gpus[0]] = self._measure(gpus[0])
         else:
             g0.timings.append(msmf)
-            g0.tflops.append(msmf.mean_tflops if msmf else None)
-            values[gpus[0]] = msmf.mean_tflops if msmf else None
+            g0.tflops.append(held_rate(msmf) if msmf else None)
+            g0.wall_s = self.rec.search_wall_s
+            values[gpus[0]] = held_rate(msmf) if msmf else None
+        t0 = time.monotonic()
         for g in gpus[1:]:
             values[g] = self._measure(g)
+        self.rec.all_gpu_wall_s = round(time.monotonic() - t0, 1)
+        self._loaded_outliers()
         return values
+
+    def _loaded_outliers(self) -> None:
+        """Flag, from the first pass (every GPU computing), a GPU far hotter than the coolest or
+        drawing far less power than the top one."""
+        if len(self.inv.indices) < 2:
+            return
+        first = {g.gpu: (g.timings[0] if g.timings else None) for g in self.rec.gpus}
+        temps = {g: (t.temp_c if t else None) for g, t in first.items()}
+        powers = {g: (t.power_w if t else None) for g, t in first.items()}
+        self.rec.hot_gpus, self.rec.low_power_gpus = loaded_outliers(temps, powers)
 
     def _pinned_pass(self) -> dict[int, float | None]:
         return {g: self._measure(g) for g in self.inv.indices}
@@ -401,11 +459,15 @@ class NodePass:
                                   f"measurement: {err}.", "read the load logs in the raw folder, fix the cause and "
                                   "re-run with `clustereval run --resume RUN_DIR`")
             self._check(self.loads.pids(), self.loads.per_gpu(), f"The MSMF measurement of gpu{gpu}")
+            t0 = time.monotonic()
             timing, why = self._pinned(gpu, others, attempt)
+            if not rec.timings:
+                rec.wall_s = round(rec.wall_s + time.monotonic() - t0, 1)
             if timing is None:
                 rec.errors.append(why)
                 failures += 1
                 continue
+            self._unread_siblings(gpu, timing)
             if not timing.idle_siblings:
                 break
             idle = ", ".join(f"gpu{g}" for g in timing.idle_siblings)
@@ -421,14 +483,24 @@ class NodePass:
             self.gap(f"The MSMF measurement of gpu{gpu} on {self.node.name} failed twice ({rec.errors[-1]}).",
                      "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
         rec.timings.append(timing)
-        rec.tflops.append(timing.mean_tflops if timing else None)
-        return timing.mean_tflops if timing else None
+        rec.tflops.append(held_rate(timing) if timing else None)
+        return held_rate(timing) if timing else None
+
+    def _unread_siblings(self, gpu: int, timing: ShapeTiming) -> None:
+        """A sibling NVML could not read: whether it kept computing is unknown, and the report says so."""
+        if not timing.siblings_unread:
+            return
+        who = ", ".join(f"gpu{g}" for g in timing.siblings_unread)
+        text = (f"During the MSMF measurement of `{self._label(gpu)}` NVML could not read the utilisation of {who} "
+                f"({timing.sibling_error or 'no reading'}), so whether those siblings were still computing is unknown")
+        if text not in self.rec.warnings:
+            self.rec.warnings.append(text)
 
     def _pinned(self, gpu: int, others: list[int], attempt: int) -> tuple[ShapeTiming | None, str]:
         assert self.shape is not None
         m, n, k = self.shape
         args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--siblings", ",".join(map(str, others)),
-                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s)]
+                *self.plan.held_args()]
         passno = len(self._gpu(gpu).tflops) + 1
         self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
                           self.plan.settle_s + self.plan.sustain_s)
@@ -440,6 +512,9 @@ class NodePass:
         result = proc.last("result")
         if rc != 0 or result is None:
             return None, "no result within the time limit" if rc is None else proc.error_text()
+        g = self._gpu(gpu)
+        if passno == 1 and result.get("trace"):
+            g.trace = from_dict(MatmulTrace, result["trace"])
         return from_dict(ShapeTiming, result["timing"]), ""
 
 
@@ -456,17 +531,26 @@ class LemonPhase:
     def run(self, ctx: RunContext) -> LemonRecord:
         plan = plan_for(ctx)
         rec = LemonRecord(size=plan.lemon_size or (256 if plan.cpu else 16384), dtype=plan.dtype)
-        invs = _inventories(ctx, plan)
+        invs, lost = _inventories(ctx, plan, self.name, "the lemon GEMM pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
-        results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)
+        by_name = {i.node.name: i for i in live}
+        steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
+                          lambda n: self._node(ctx, by_name[n.name], plan), what="the lemon GEMM worker")
+        results = [s.value if s.value is not None else
+                   (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
+                              gpu_name=by_name[s.node.name].gpus[0].name,
+                              gpus=[LemonGpu(gpu=g) for g in by_name[s.node.name].indices],
+                              error=s.error.message if s.error else "no answer"), [s.gap] if s.gap else [])
+                   for s in steps]
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
+        rec.gaps += lost
         if rec.gaps or ctx.stop.is_set():
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec
