@@ -45,7 +45,8 @@ _CREATE = r'''
 mount=$1 root=$2 path=$3 mark=$4
 [ -d "$mount" ] || { echo "no-mount: $mount does not exist on this node" >&2; exit 6; }
 if [ ! -e "$root" ] && [ ! -L "$root" ]; then
-  mkdir -p -- "$(dirname -- "$root")" && mkdir -m 700 -- "$root" || exit 5
+  # another run of this user may create it at the same moment: then it is there, and checked below
+  mkdir -p -- "$(dirname -- "$root")" && { mkdir -m 700 -- "$root" 2>/dev/null || [ -d "$root" ] || mkdir -m 700 -- "$root"; } || exit 5
 fi
 if [ -L "$root" ] || [ ! -d "$root" ]; then echo "not-private: $root is not a plain folder" >&2; exit 7; fi
 owner=$(stat -c %u -- "$root") me=$(id -u)
