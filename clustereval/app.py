@@ -15,6 +15,7 @@ from rich.console import Console
 
 from clustereval.compare import save_summary
 from clustereval.config import Config
+from clustereval.console import RunConsole, progress_printer
 from clustereval.errors import (
     EXIT_DEFECT,
     EXIT_FAILED,
@@ -119,18 +120,19 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
                          started_utc=utc_now_iso(), config_path=str(Path(config.source).resolve()) if config.source else "")
         store.save_state(state)
     prof = PROFILES[profile]
+    ui = RunConsole(console, out)  # the one progress display of the run (console.py)
     ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=prof,
-                     progress=_progress_printer(console), debug=debug)
-    console.print(f"run folder: {store.raw_dir}", markup=False)
+                     progress=ui.progress, debug=debug)
+    ui.note(f"run folder: {store.raw_dir}")
 
     def on_phase(name: str, status: str) -> None:
-        console.print(f"[{name}] {status}", markup=False)
+        ui.phase(name, status, ctx.records.get(name) if status != "start" else None)
         if name == "preflight" and status != "start" and "preflight" in ctx.records:
             show_preflight(ctx.records["preflight"], out)
 
     left: list[str] = []
     try:
-        with _Interrupts(ctx.stop, console):
+        with _Interrupts(ctx.stop, console), ui:
             try:
                 outcome = execute(ctx, phases, on_phase=on_phase)
             finally:
@@ -146,15 +148,14 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         moved = store.write_report(rendered.markdown)
         store.write_raw("report.md.copy", rendered.markdown)
         save_summary(store, rendered, config.access, config.targets.storage, junit_path)
-        out.print(f"report: {store.report_path}", markup=False)
-        if moved:
-            out.print(f"the previous rendering moved to {moved}", markup=False)
         lint_ok = finish_report(store, rendered, console=console, out=out, left=left, lost=ctx.lost_nodes)
     except StoreError as exc:
         for line in exc.lines():
             console.print(line, markup=False)
         return EXIT_FAILED
-    return exit_status(outcome, ctx, lint_ok, console, out)
+    code = exit_status(outcome, ctx, lint_ok, console, out)
+    ui.report_path(store.report_path, moved)  # the last line printed, whatever happened above
+    return code
 
 
 def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # noqa: ANN001 - a RunOutcome
@@ -364,20 +365,9 @@ def _preflight_with(transport: Transport, config: Config, *, console: Console, o
     return EXIT_USAGE if record.missing else EXIT_FAILED
 
 
-def _fmt_left(eta_s: float | None) -> str:
-    if not eta_s:
-        return ""
-    minutes, seconds = divmod(int(eta_s), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f" (about {hours} h {minutes:02d} min left)" if hours else (
-        f" (about {minutes} min {seconds:02d} s left)" if minutes else f" (about {seconds} s left)")
-
-
 def _progress_printer(console: Console):
-    """Phase, node, what is happening and the time left: one line per update (a log keeps them all)."""
-    def progress(phase: str, node: str, message: str, eta_s: float | None) -> None:
-        console.print(f"[{phase}] {node}: {message}{_fmt_left(eta_s)}", markup=False)
-    return progress
+    """Phase, node, step, time spent and left: one plain line per update (see console.py)."""
+    return progress_printer(console).progress
 
 
 def stored_config_path(run_dir: Path) -> str | None:
@@ -398,10 +388,9 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     rendered = render(store, access, prof.shortenings, config.targets.storage if config else None)
     moved = store.write_report(rendered.markdown)
     save_summary(store, rendered, access, config.targets.storage if config else None, junit_path)
-    out.print(f"report: {store.report_path}", markup=False)
-    if moved:
-        out.print(f"the previous rendering moved to {moved}", markup=False)
-    return EXIT_OK if finish_report(store, rendered, console=console, out=out) else EXIT_DEFECT
+    lint_ok = finish_report(store, rendered, console=console, out=out)
+    RunConsole(console, out, live=False).report_path(store.report_path, moved)  # the last line printed
+    return EXIT_OK if lint_ok else EXIT_DEFECT
 
 
 def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Path | None, console: Console,

@@ -86,13 +86,45 @@ def load_config_or_default(path: str | None):
         path = "cluster.toml"
     if path is None:
         return cfg.default_local_config()
+    if not path.strip():
+        raise UsageError("--config is an empty path", "give the file, e.g. --config cluster.toml",
+                         error_id="empty-path")
+    if Path(path).is_dir():
+        raise UsageError(f"{path}: is a directory, not a cluster.toml file",
+                         f"give the file inside it, e.g. --config {Path(path) / 'cluster.toml'}",
+                         error_id="not-a-file")
     if not Path(path).exists():
-        raise UsageError(f"{path}: no such file", "run `clustereval init` to write a commented template")
+        raise UsageError(f"{path}: no such file", "run `clustereval init` to write a commented template",
+                         error_id="file-not-found")
     return cfg.load_config(Path(path))
 
 
+def reports_dir_or_fail(option: str | None, config) -> Path:  # noqa: ANN001 - a Config
+    """The folder reports go to, created and writable, before anything slow starts."""
+    from clustereval.inputs import writable_dir
+
+    if option is not None:
+        return writable_dir(option, option="--reports-dir")
+    return writable_dir(config.reports_dir, option=f"reports_dir in {config.source}" if config.source
+                        else "the default reports folder")
+
+
+def run_dir_or_fail(path: str) -> Path:
+    """A run folder an earlier run wrote (or its report), for report / cleanup / --resume."""
+    run_dir = Path(path)
+    hint = "give the raw folder of a run: reports/raw-<name>-<YYYY-MM-DD-HHMMZ>"
+    if not path.strip():
+        raise UsageError("the run folder is an empty path", hint, error_id="empty-path")
+    if not run_dir.exists():
+        raise UsageError(f"{path}: no such folder", hint, error_id="file-not-found")
+    from clustereval.store import RunStore
+
+    RunStore.open(run_dir)  # a raw-… folder with its state.json, or the report beside one
+    return run_dir
+
+
 @cli.command()
-@click.argument("report", type=click.Path(dir_okay=False))
+@click.argument("report")
 def lint(report: str) -> None:
     """Check a report against the runbook's final-pass rules."""
     from clustereval.report.lint import lint_file
@@ -108,16 +140,16 @@ def lint(report: str) -> None:
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="cluster.toml (default: ./cluster.toml, else this machine alone).")
+@click.option("--config", "config_path", help="cluster.toml (default: ./cluster.toml, else this machine alone).")
 @click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default=None,
               help="standard (the default) = the published recipe; quick shortens it and the report says how; "
                    "smoke rehearses the whole pipeline in about a minute (figures too small to judge by). "
                    "A resumed run keeps the profile it started with.")
 @click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
+@click.option("--resume", "resume_dir",
               help="Continue RUN_DIR: preflight again, then every phase that is not ok (storage keeps its "
                    "finished fio runs); a run that already finished says so and does nothing.")
-@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")
+@click.option("--reports-dir", help="Where reports/ go (default from the config: reports).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
 @click.pass_context
@@ -135,19 +167,23 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
     """
     from clustereval.app import run_eval, stored_config_path
 
+    if resume_dir:
+        run_dir_or_fail(resume_dir)
     if resume_dir and not config_path:
         config_path = stored_config_path(Path(resume_dir))  # the config the interrupted run used
-    code = run_eval(load_config_or_default(config_path), profile=profile, phase_list=phase_list,
+    config = load_config_or_default(config_path)
+    reports = None if resume_dir else reports_dir_or_fail(reports_dir, config)
+    code = run_eval(config, profile=profile, phase_list=phase_list,
                     resume_dir=Path(resume_dir) if resume_dir else None,
-                    reports_dir=Path(reports_dir) if reports_dir else None,
+                    reports_dir=reports if reports_dir else None,
                     console=console, out=out, debug=ctx.obj["debug"],
                     junit_path=Path(junit_path) if junit_path else None)
     sys.exit(code)
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(exists=True))
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.argument("run_dir")
+@click.option("--config", "config_path",
               help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
@@ -155,6 +191,7 @@ def report(run_dir: str, config_path: str | None, junit_path: str | None) -> Non
     """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
     from clustereval.app import rerender, stored_config_path
 
+    run_dir_or_fail(run_dir)
     config_path = config_path or stored_config_path(Path(run_dir))
     config = load_config_or_default(config_path) if config_path and Path(config_path).exists() else None
     sys.exit(rerender(Path(run_dir), console=console, out=out, config=config,
@@ -203,19 +240,20 @@ def lint_text_of(path: Path) -> list:
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(exists=True))
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.argument("run_dir")
+@click.option("--config", "config_path",
               help="cluster.toml to reach the nodes (default: the one the run used).")
 def cleanup(run_dir: str, config_path: str | None) -> None:
     """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
     from clustereval.app import cleanup_run, stored_config_path
 
+    run_dir_or_fail(run_dir)
     config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
     sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml, else this machine alone).")
 @click.option("--node", "node_name", help="Snapshot this node (name, address or node<N>).")
 @click.option("--all", "all_nodes", is_flag=True, help="Snapshot every node in parallel.")
@@ -258,22 +296,20 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
 
 
 @cli.command()
-@click.argument("path", required=False, default="cluster.toml", type=click.Path(dir_okay=False))
+@click.argument("path", required=False, default="cluster.toml")
 def init(path: str) -> None:
     """Write a commented cluster.toml template to PATH (default: ./cluster.toml)."""
     from clustereval.configload import template_text
+    from clustereval.inputs import file_to_write, write_new_file
 
-    target = Path(path)
-    if target.exists():
-        raise UsageError(f"{path} already exists; not overwriting it",
-                         "edit it, or give another path: clustereval init other.toml")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(template_text())
+    example = "clustereval init cluster.toml"
+    target = file_to_write(path, example=example)
+    write_new_file(target, template_text(), example=example)
     out.print(f"wrote {path}: fill it in, then run `clustereval preflight`", markup=False)
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml, else this machine alone).")
 def preflight(config_path: str | None) -> None:
     """The hard gate: the checklist, SSH/TCP reachability of every node, NCCL env, CPU gloo check.
@@ -292,26 +328,28 @@ def debug() -> None:
 
 
 @debug.command("nccl")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml).")
 @click.option("--pairs", "pairs_file", type=click.Path(exists=True, dir_okay=False),
               help="Use a saved pairwise record (RUN_DIR/pairwise.record.json) instead of measuring.")
 @click.option("--snapshot-all", is_flag=True, help="Snapshot every node, not only the ones the hunt names.")
-@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--reports-dir", help="Where the run folder goes (default from the config).")
 @click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
               help="How long host iowait is sampled in each snapshot.")
 def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all: bool, reports_dir: str | None,
                    sample_seconds: float) -> None:
     """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
     from clustereval.analysis.nccl_debug import report_lines
-    from clustereval.app import _progress_printer
+    from clustereval.console import RunConsole
     from clustereval.debug.nccl import debug_nccl
     from clustereval.report.cleanup import cleanup_lines
 
     config = load_config_or_default(config_path)
-    rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
-                            snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
-                            sample_s=sample_seconds, progress=_progress_printer(console))
+    reports = reports_dir_or_fail(reports_dir, config)
+    with RunConsole(console) as ui:
+        rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
+                                snapshot_all=snapshot_all, reports_dir=reports, sample_s=sample_seconds,
+                                progress=ui.progress)
     for line in report_lines(rec):
         out.print(line, markup=False)
     for line in cleanup_lines(rec.scratch, str(store.raw_dir)):
@@ -327,25 +365,26 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
 
 @debug.command("fs")
 @click.argument("mount")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml, else this machine alone).")
 @click.option("--node", "node_name", help="Run on this node (default: the first).")
 @click.option("--runtime-seconds", type=click.IntRange(1, 180), default=5, show_default=True,
               help="Timed IO per fio run of the quick scan.")
-@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--reports-dir", help="Where the run folder goes (default from the config).")
 @click.option("--sample-seconds", type=click.FloatRange(0.2, 60), default=3.0, show_default=True,
               help="How long host iowait is sampled.")
 def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, runtime_seconds: int,
                  reports_dir: str | None, sample_seconds: float) -> None:
     """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance."""
     from clustereval.analysis.fs_debug import report_lines
-    from clustereval.app import _progress_printer
+    from clustereval.console import RunConsole
     from clustereval.debug.fs import debug_fs
 
     config = load_config_or_default(config_path)
-    rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds,
-                          reports_dir=Path(reports_dir) if reports_dir else None, sample_s=sample_seconds,
-                          progress=_progress_printer(console))
+    reports = reports_dir_or_fail(reports_dir, config)
+    with RunConsole(console) as ui:
+        rec, store = debug_fs(config, mount, node_name=node_name, runtime_s=runtime_seconds, reports_dir=reports,
+                              sample_s=sample_seconds, progress=ui.progress)
     for line in report_lines(rec):
         out.print(line, markup=False)
     for gap in rec.gaps:
@@ -355,19 +394,19 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml).")
 @click.option("--payload-mib", type=click.IntRange(1, 16384), default=None,
               help="All-reduce payload per pair in MiB (default: 1024 on GPUs, 1 with gloo on CPUs).")
-@click.option("--reports-dir", type=click.Path(file_okay=False), help="Where the run folder goes (default from the config).")
+@click.option("--reports-dir", help="Where the run folder goes (default from the config).")
 def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str | None) -> None:
     """All-reduce busbw for node pairs run in parallel rounds; flags pairs more than 5% below the mean
     and names the straggler nodes."""
     from clustereval.app import pairwise_only
 
-    sys.exit(pairwise_only(load_config_or_default(config_path),
-                           payload_bytes=payload_mib * 2**20 if payload_mib else None,
-                           reports_dir=Path(reports_dir) if reports_dir else None, console=console, out=out))
+    config = load_config_or_default(config_path)
+    sys.exit(pairwise_only(config, payload_bytes=payload_mib * 2**20 if payload_mib else None,
+                           reports_dir=reports_dir_or_fail(reports_dir, config), console=console, out=out))
 
 
 def main() -> None:
@@ -377,13 +416,18 @@ def main() -> None:
     # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        cli(standalone_mode=True)
+        code = cli.main(standalone_mode=False)
     except SystemExit:
         raise
-    except ClusterEvalError as exc:  # raised outside a command (rare)
-        _fail(exc, "--debug" in sys.argv)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.Abort:  # Ctrl-C at a prompt or while click parses
+        console.print("interrupted", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:  # an unknown option, a bad choice: one line, a hint, exit 2
+        _fail(_click_error(exc), "--debug" in sys.argv)
+    except ClusterEvalError as exc:  # raised outside a command (rare)
+        _fail(exc, "--debug" in sys.argv)
     except Exception:  # noqa: BLE001 - last resort: one line, the traceback only with --debug
         if "--debug" in sys.argv:
             raise
@@ -391,6 +435,21 @@ def main() -> None:
         console.print(f"error[internal]: {type(err).__name__}: {err} (re-run with --debug for the traceback)",
                       markup=False)
         sys.exit(EXIT_USAGE if isinstance(err, (ValueError, OSError)) else EXIT_DEFECT)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_error(exc: click.ClickException) -> UsageError:
+    """click's own parse errors in the form of every other bad input."""
+    ctx = getattr(exc, "ctx", None)
+    names = []
+    while ctx is not None and ctx.parent is not None:  # the subcommands, not how the program was started
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    command = " ".join(["clustereval", *names])
+    error_id = {"NoSuchOption": "unknown-option", "BadParameter": "bad-argument", "MissingParameter":
+                "missing-argument", "BadOptionUsage": "bad-option", "BadArgumentUsage": "bad-argument"}.get(
+        type(exc).__name__, "bad-usage")
+    return UsageError(exc.format_message(), f"`{command} --help` lists what it takes", error_id=error_id)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ shell metacharacters are rejected here, before anything runs.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import re
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,16 @@ from clustereval.config import (
     slurm_config_from_table,
 )
 from clustereval.errors import ConfigError, Problem
+from clustereval.hostfile import (
+    _IP_HINT,
+    _NODE_RE,
+    _bad_chars,
+    address_problem,
+    is_this_host,
+    parse_hostfile,
+    this_host,
+)
+from clustereval.inputs import decode_text
 from clustereval.tomllines import TomlLines
 
 try:
@@ -45,7 +54,6 @@ STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
 # What may reach a remote shell. Quoting would make anything safe, but a node name or path with
 # these characters is almost always a paste error, and the report and shell commands the user
 # copies from it stay readable.
-_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REMOTE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@%=,:~-]*$")
 _COMMAND_RE = re.compile(r"^[A-Za-z0-9._/+@%=,:~-]+$")
 _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
@@ -57,71 +65,6 @@ _ACCESS_LATER = {
     "kubectl": "use access = \"ssh\" to the pods' sshd (port in [ssh]) with a hostfile of pod IPs, or run "
                "clustereval inside one pod with access = \"local\"",
 }
-
-
-def _bad_chars(text: str) -> str:
-    """The unsafe characters in ``text``, described for a message ("';'", "a space")."""
-    seen: list[str] = []
-    for ch in text:
-        if ch.isalnum() or ch in "._/+@%=,:~-":
-            continue
-        desc = {" ": "a space", "\t": "a tab", "\n": "a line break"}.get(ch, f"'{ch}'")
-        if desc not in seen:
-            seen.append(desc)
-    return ", ".join(seen) if seen else "a leading character that is not a letter or digit"
-
-
-def valid_address(text: str) -> bool:
-    """An IP address or a host name (no shell metacharacters)."""
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return bool(_NODE_RE.match(text)) and len(text) <= 253
-
-
-def parse_hostfile(text: str, display: str) -> tuple[list[HostEntry], list[Problem]]:
-    """MPI (``10.0.0.1``) or DeepSpeed (``10.0.0.1 slots=8``) lines; ``#`` comments, blank lines."""
-    hosts: list[HostEntry] = []
-    problems: list[Problem] = []
-    first_line: dict[str, int] = {}
-    form = "one peer address per line: 10.0.0.1, or 10.0.0.1 slots=8"
-    for num, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        where = f"{display}:{num}"
-        words = line.split()
-        address, rest = words[0], words[1:]
-        if not valid_address(address):
-            problems.append(Problem(where, f"cannot read {line!r} as a peer address ({address!r} contains "
-                                           f"{_bad_chars(address)})", form))
-            continue
-        slots: int | None = None
-        bad = False
-        for word in rest:
-            m = re.fullmatch(r"(slots|max_slots|max-slots)=(\d+)", word)
-            if not m:
-                problems.append(Problem(where, f"cannot read {line!r}: {word!r} is not slots=N", form))
-                bad = True
-                break
-            if m.group(1) == "slots":
-                slots = int(m.group(2))
-                if slots < 1:
-                    problems.append(Problem(where, f"slots={slots}: a node needs at least one slot",
-                                            "slots is the number of GPUs on that node, e.g. slots=8"))
-                    bad = True
-        if bad:
-            continue
-        if address in first_line:
-            problems.append(Problem(where, f"{address} is listed twice (first at line {first_line[address]})",
-                                    "list each node once; the line order is the node order (node0, node1, ...)"))
-            continue
-        first_line[address] = num
-        hosts.append(HostEntry(address=address, slots=slots, line=num))
-    if not hosts and not problems:
-        problems.append(Problem(f"{display}:1", "the hostfile has no peer addresses", form))
-    return hosts, problems
 
 
 class _Loader:
@@ -152,7 +95,8 @@ class _Loader:
             self.problem((*prefix, key), f"unknown key {label!r}", hint)
 
     # -- typed getters (None when absent or wrong; wrong types are reported) ---------------------
-    def get(self, table: dict, key: str, kind: type | tuple, prefix: tuple = (), what: str = "") -> Any:
+    def get(self, table: dict, key: str, kind: type | tuple, prefix: tuple = (), what: str = "",
+            example: str = "") -> Any:
         if key not in table:
             return None
         value = table[key]
@@ -162,7 +106,9 @@ class _Loader:
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
         if not ok:
             self.problem((*prefix, key), f"{label} must be {what or _kind_name(kinds)}, not {_show(value)}",
-                         f"for example: {label} = {_example(kinds)}")
+                         f"write the number without quotes: {label} = {value.strip()}"
+                         if kinds == (int,) and isinstance(value, str) and value.strip().isdigit()
+                         else f"for example: {label} = {example or _example(kinds)}")
             return None
         return value
 
@@ -174,10 +120,11 @@ class _Loader:
             return None
         return value
 
-    def port(self, table: dict, key: str, prefix: tuple = (), hint: str = "") -> int | None:
-        value = self.get(table, key, int, prefix, "a TCP port number")
+    def port(self, table: dict, key: str, prefix: tuple = (), hint: str = "", example: int = 29500) -> int | None:
+        value = self.get(table, key, int, prefix, "a TCP port number", str(example))
         if value is not None and not 1 <= value <= 65535:
-            self.problem((*prefix, key), f"{key} = {value} is not a TCP port", hint or "ports run from 1 to 65535")
+            self.problem((*prefix, key), f"{key} = {value} is not a TCP port",
+                         f"ports run from 1 to 65535; {hint}" if hint else f"ports run from 1 to 65535, e.g. {example}")
             return None
         return value
 
@@ -247,6 +194,12 @@ class _Loader:
             if access == "local" and len(nodes) > 1:
                 self.problem(("nodes",), f"access = \"local\" runs on this machine only, but nodes lists {len(nodes)}",
                              "set access = \"ssh\" (with a hostfile) to evaluate several nodes")
+            elif access == "local" and len(nodes) == 1 and not is_this_host(nodes[0]):
+                here = this_host()
+                self.problem(("nodes",), f"access = \"local\" runs on this machine ({here}), but nodes names "
+                             f"{nodes[0]!r}, which is not this host",
+                             f'write nodes = ["{here}"] (or leave nodes out); to evaluate {nodes[0]} from here, '
+                             'set access = "ssh" and list its address in a hostfile')
             if len(nodes) >= 2 and "hostfile" not in data and access != "slurm":
                 self.problem(("nodes",), f"{len(nodes)} nodes but no hostfile",
                              "write the peer IPs one per line (10.0.0.1 or 10.0.0.1 slots=8) and set "
@@ -367,7 +320,10 @@ class _Loader:
         names: list[str] = []
         first: dict[str, int] = {}
         for line, node in items:
-            if not valid_address(node):
+            why = address_problem(node)
+            if why is not None and "contains" not in why:
+                self.problem(("nodes",), f"node {why}", _IP_HINT, line=line)
+            elif why is not None:
                 self.problem(("nodes",), f"node {node!r} contains {_bad_chars(node)}, which a shell would interpret",
                              "node identities are host names, pod names or IP addresses: letters, digits, '.', "
                              "'-', '_'", line=line)
@@ -387,13 +343,27 @@ class _Loader:
         path = Path(value).expanduser()
         if not path.is_absolute():
             path = base_dir / path
+        display = value if not Path(value).is_absolute() else str(path)
+        if not value.strip():
+            self.problem(("hostfile",), "hostfile is an empty path", 'name the file, e.g. hostfile = "hostfile"')
+            return None
+        if path.is_dir():
+            self.problem(("hostfile",), f"the hostfile {value} is a directory, not a file",
+                         "point hostfile at the file of peer addresses inside it, e.g. "
+                         f'hostfile = "{value.rstrip("/")}/hostfile"')
+            return None
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except OSError as exc:
             self.problem(("hostfile",), f"cannot read the hostfile {value}: {exc.strerror or exc}",
                          "paths are relative to cluster.toml; one peer address per line")
             return None
-        display = value if not Path(value).is_absolute() else str(path)
+        text, bad_line, why = decode_text(data)
+        if text is None:
+            self.problems.append(Problem(f"{display}:{bad_line}", why,
+                                         "the hostfile is plain text, one peer address per line (10.0.0.1 or "
+                                         "10.0.0.1 slots=8); was another file named by mistake?"))
+            return None
         hosts, problems = parse_hostfile(text, display)
         self.problems.extend(problems)
         return path, hosts, not problems, display
@@ -416,7 +386,7 @@ class _Loader:
         prefix = ("ssh",)
         self.unknown(table, SSH_KEYS, prefix)
         kw: dict[str, Any] = {}
-        port = self.port(table, "port", prefix, "the port sshd listens on, e.g. 22, 2222 or 7878")
+        port = self.port(table, "port", prefix, "the port sshd listens on, e.g. 22, 2222 or 7878", example=7878)
         if port is not None:
             kw["port"] = port
         user = self.get(table, "user", str, prefix)
@@ -432,7 +402,11 @@ class _Loader:
                 continue
             path = Path(value).expanduser()
             path = path if path.is_absolute() else base_dir / path
-            if not path.is_file():
+            if path.is_dir():
+                self.problem((*prefix, key), f"ssh {key} {value} is a directory, not a file",
+                             "name the file itself, e.g. identity_file = \"~/.ssh/id_ed25519\""
+                             if key == "identity_file" else "name the file itself, e.g. config_file = \"ssh_config\"")
+            elif not path.is_file():
                 self.problem((*prefix, key), f"ssh {key} {value} does not exist",
                              "paths are relative to cluster.toml; ~ is your home directory")
             else:
@@ -540,11 +514,18 @@ def load_config(path: Path | str) -> Config:
     """Read and validate ``path`` (and the hostfile it names). Raises ``ConfigError`` listing
     every problem, each as ``file:line: message (hint: ...)``."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError([Problem(str(path), "is a directory, not a cluster.toml file",
+                                   f"give the file inside it, e.g. --config {path / 'cluster.toml'}")])
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(str(path), f"cannot read: {exc.strerror or exc}",
                                    "run `clustereval init` to write a commented template")]) from None
+    text, bad_line, why = decode_text(data)
+    if text is None:
+        raise ConfigError([Problem(f"{path}:{bad_line}", why,
+                                   "cluster.toml is a text file; `clustereval init` writes a commented one")])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

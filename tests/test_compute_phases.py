@@ -228,3 +228,39 @@ def test_an_interrupted_pass_marks_no_gpu_dead_and_runs_again_on_resume(tmp_path
     lemon = LemonPhase().run(ctx)
     assert mm.status == "partial" and not mm.nodes[0].dead and "interrupted" in mm.nodes[0].error
     assert lemon.status == "partial" and not lemon.nodes[0].dead
+
+
+def test_the_search_shows_shapes_timed_and_the_time_left(tmp_path):
+    plan = MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, progress_every_s=0.05,
+                      grid="M=32|64|96|128,N=32|64|96|128,K=64|128")
+    ctx = make_ctx(tmp_path, plan)
+    seen: list[tuple[str, float | None]] = []
+    ctx.progress = lambda phase, node, msg, eta: seen.append((msg, eta))
+    rec = MatmulPhase().run(ctx)
+    assert not rec.gaps and rec.nodes[0].search.msmf
+    search = [(m, eta) for m, eta in seen if m.startswith("searching matmul shapes on gpu0")]
+    assert search[0][1] is not None and search[0][1] > 0  # the large-shape tail is known before the first shape
+    followed = [(m, eta) for m, eta in search if m.endswith(" timings done")]
+    assert followed, seen  # the worker's shapes were followed while it ran
+    assert all(eta is not None and eta >= 0 for _, eta in followed)
+    counts = [int(m.rsplit(": ", 1)[1].split()[0]) for m, _ in followed]
+    assert counts == sorted(counts) and counts[0] > 0
+
+
+def test_search_time_left_counts_the_known_tail_down():
+    from clustereval.analysis.matmul import SearchPlan
+    from clustereval.workers.matmul_bench import HOT_SETTLE_S, HOT_WARM_S
+
+    plan = MatmulPlan(coarse_budget=10, soak_min_s=20.0, settle_s=5.0, sustain_s=10.0)
+    hot_next, held_next = HOT_SETTLE_S + 1.0, 5.0 + 10.0
+    held = 20.0 + 10.0 + (SearchPlan.num_sustain - 1) * held_next
+    tail = plan.search_time_left_s([], 0.0)
+    assert tail == HOT_WARM_S + 1.0 + (SearchPlan.num_hot - 1) * hot_next + held
+    # halfway through the budget (10 + the confirmations) at 1 s a shape
+    expected = 10 + SearchPlan.num_confirm
+    assert plan.search_time_left_s(["screen"] * 9, 9.0) == (expected - 9) * 1.0 + tail
+    # past the budget only the tail is left; then it counts down shape by shape
+    assert plan.search_time_left_s(["screen"] * 40, 40.0) == tail
+    assert plan.search_time_left_s(["screen"] * 40 + ["hot"] * 2, 44.0) == (SearchPlan.num_hot - 2) * hot_next + held
+    done = ["screen"] * 40 + ["hot"] * 8 + ["sustained"] * SearchPlan.num_sustain
+    assert plan.search_time_left_s(done, 90.0) == 0.0

@@ -204,7 +204,7 @@ def test_relative_remote_paths_and_type_errors(tmp_path):
         shared_paths = "/data"
         gpus_per_node = -1
         install_packages = "yes"
-        nodes = ["a"]
+        nodes = ["localhost"]
 
         [targets]
         gpu_bf16_tflops = -3
@@ -264,7 +264,7 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     body = [ln[2:] if ln.startswith("# ") and not ln.startswith("# One") and not ln.startswith("# O_DIRECT")
             and "=" in ln or ln.startswith("# [") else "" for ln in lines[start:]]
     path = tmp_path / "cluster.toml"
-    path.write_text('nodes = ["a"]\n' + "\n".join(body) + "\n")
+    path.write_text('nodes = ["localhost"]\n' + "\n".join(body) + "\n")
     cfg = load_config(path)
     assert cfg.nccl_env == (("NCCL_IB_HCA", "mlx5"),) and cfg.targets.gpu_bf16_tflops == 989.0
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
@@ -316,3 +316,20 @@ def test_readme_sample_config_loads(tmp_path):
     cfg = load_config(path)
     assert cfg.nodes == ("gpu-a", "gpu-b") and [h.address for h in cfg.hosts] == ["10.0.0.1", "10.0.0.2"]
     assert cfg.gpus_per_node == 8 and cfg.ssh.port == 7878 and cfg.targets.nvlink_uni_gb_s == 450
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/slurm.md"])
+def test_slurm_sample_configs_in_the_docs_load(tmp_path, doc):
+    import re
+
+    from tests.conftest import REPO
+
+    text = (REPO / doc).read_text()
+    toml = next(block for block in re.findall(r"```toml\n(.*?)```", text, re.S) if 'access = "slurm"' in block)
+    cfg = load_config(write(tmp_path, toml))
+    assert cfg.access == "slurm" and cfg.nodes == () and cfg.hosts == ()
+    assert (cfg.slurm.partition, cfg.slurm.nodes, cfg.slurm.gpus_per_node, cfg.slurm.time_limit) == (
+        "gpu", 2, 8, "02:00:00")
+    assert cfg.shared_paths == ("/lustre/project",) and cfg.slurm.salloc_args == ("--exclusive",)
+    # every [slurm] key the sample shows is one the loader knows, and the doc names the salloc form
+    assert "salloc --nodes" in text and "SLURM_JOB_ID" in text

@@ -24,12 +24,18 @@ def _config(tmp_path, local) -> Config:
 
 
 def test_quick_scan_layout_verdict_and_evidence(tmp_path):
-    local, shared = tmp_path / "local", tmp_path / "shared"
+    # the mount is its own filesystem (a tmpfs), so the local disk under tmp_path is a different one
+    local = tmp_path / "local"
     local.mkdir()
-    shared.mkdir()
+    with tmpfs(tmp_path / "shared", size="400m") as shared:
+        _quick_scan_layout_verdict_and_evidence(tmp_path, local, shared)
+
+
+def _quick_scan_layout_verdict_and_evidence(tmp_path, local, shared):
     (shared / "dataset.bin").write_bytes(b"d" * 1024)
     rec, store = debug_fs(_config(tmp_path, local), str(shared), runtime_s=1, sample_s=0.3, file_sizes=SMALL_SIZES,
                           ramp_s=0)
+    assert rec.local_note.startswith(f"the local side is local_scratch {local} (")
     assert rec.gaps == [], rec.gaps
     assert rec.shared is not None and rec.shared.complete and rec.local is not None and rec.local.complete
     assert all(c.bw_mib_s > 0 for c in rec.shared.cells + rec.local.cells)
@@ -91,3 +97,51 @@ def test_a_path_that_is_not_there_is_a_usage_error(tmp_path):
                    "--sample-seconds", "0.2", cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert f"{tmp_path / 'nope'} is not readable on" in " ".join(proc.stderr.split())
+
+
+def test_a_file_is_refused_before_any_snapshot_or_scan(tmp_path):
+    afile = tmp_path / "hostname"
+    afile.write_text("vm\n")
+    proc = run_cli("debug", "fs", str(afile), "--reports-dir", str(tmp_path / "r"), "--sample-seconds", "0.2",
+                   cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error[not-a-directory]: {afile} on ") and lines[0].endswith(
+        " is a file, not a directory; `debug fs` measures a folder of a mounted filesystem")
+    assert lines[1] == f"  hint: give its folder or the mount point, e.g. clustereval debug fs {tmp_path}"
+    assert "Traceback" not in proc.stderr
+    assert not any((tmp_path / "r").glob("raw-*"))  # no run folder, no snapshot, no scan
+
+
+def test_the_local_side_is_another_filesystem_and_the_eta_never_restarts(tmp_path):
+    # local_scratch sits on the very tmpfs being measured: comparing it with itself says nothing
+    with tmpfs(tmp_path / "fs", size="400m") as fs:
+        (fs / "local").mkdir()
+        (fs / "shared").mkdir()
+        seen: list[tuple[str, float | None]] = []
+        rec, _ = debug_fs(_config(tmp_path, fs / "local"), str(fs / "shared"), runtime_s=1, sample_s=0.3,
+                          file_sizes=SMALL_SIZES, ramp_s=0, progress=lambda p, n, msg, eta: seen.append((msg, eta)))
+        assert rec.local is not None and rec.local.complete, rec.gaps
+        assert rec.local.mount in ("/tmp", "/var/tmp") and rec.local.volume_mount != str(fs)
+        assert rec.local_note.startswith(f"local_scratch {fs / 'local'} is on the same filesystem as {fs / 'shared'} "
+                                         f"(tmpfs on tmpfs), so the local side is {rec.local.mount} (")
+        assert any(f.startswith(f"`fio` on the local disk {rec.local.mount} (") for f in rec.facts)
+        assert files_outside_trash(fs) == []
+    runs = [(msg, eta) for msg, eta in seen if msg.startswith("fio ") and "(run " in msg]
+    assert [m.rsplit("(run ", 1)[1] for m, _ in runs] == [f"{i} of 12)" for i in range(1, 13)]
+    first_shared = next(i for i, (m, _) in enumerate(runs) if f"on {fs / 'shared'} " in m)
+    assert first_shared == 6
+    # one estimate for both scans: the mount's first run has less time left than the very first run had
+    assert runs[0][1] is not None and max(eta or 0 for _, eta in runs[first_shared:]) < runs[0][1]
+
+
+def test_advice_is_for_the_filesystem_measured(tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    with tmpfs(tmp_path / "ram", size="400m") as ram:
+        rec, _ = debug_fs(_config(tmp_path, local), str(ram), runtime_s=1, sample_s=0.3, file_sizes=(16 * 2**10,),
+                          ramp_s=0)
+    text = "\n".join(report_lines(rec))
+    assert rec.fstype == "tmpfs"
+    assert "a RAM filesystem (tmpfs)" in text
+    assert "lfs setstripe" not in text and "OST" not in text and "Lustre" not in text

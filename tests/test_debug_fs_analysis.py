@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from clustereval.analysis.fs_debug import diagnose, sweep_text
+from clustereval.debug.fs import pick_local
+from clustereval.probes.mounts import Mount
 from clustereval.records.snapshot import Signal
 from clustereval.records.storage import FioCell, Layout
 
@@ -66,3 +68,48 @@ def test_storage_concerns_point_at_capacity_even_without_targets():
 
 def test_a_cell_without_figures_is_said_so():
     assert sweep_text([FioCell(file_size_bytes=GIB, rw="read", error="timed out")]) == "no fio figures"
+
+
+def _guide(fstype: str, layout: Layout | None = None) -> str:
+    return "\n".join(diagnose("/m", SHARED, LOCAL, layout, [], fstype=fstype)[2])
+
+
+def test_advice_follows_the_filesystem_type():
+    lustre = _guide("lustre")
+    assert "lfs setstripe -c -1" in lustre and "OSTs are full" in lustre
+    for fstype in ("ext4", "xfs", "nfs4", "gpfs", "beegfs", "virtiofs", "tmpfs"):
+        text = _guide(fstype)
+        assert "lfs setstripe" not in text and "OST" not in text and "Lustre" not in text, fstype
+    assert "`nvme list`" in _guide("ext4") and "/proc/mdstat" in _guide("xfs")
+    assert "node-local NVMe" not in _guide("ext4")  # the advice to move data to a local disk, for a local disk
+    assert "nconnect=" in _guide("nfs4") and "rsize=" in _guide("nfs")
+    assert "pagepool" in _guide("gpfs") and "beegfs-ctl --setpattern" in _guide("beegfs")
+    assert "cache=" in _guide("virtiofs")
+
+
+def _m(target: str, source: str, fstype: str, options: str = "rw,relatime") -> Mount:
+    return Mount(target=target, source=source, fstype=fstype, options=options)
+
+
+def test_the_local_side_is_never_the_measured_filesystem():
+    disk = [_m("/", "/dev/nvme0n1p1", "ext4"), _m("/tmp", "tmpfs", "tmpfs"), _m("/boot", "/dev/nvme0n1p2", "ext4"),
+            _m("/scratch", "/dev/md127", "xfs"), _m("/fsx", "10.0.0.5@tcp:/fsx", "lustre")]
+    # local_scratch on another filesystem: it is used as configured
+    assert pick_local("/fsx/me", "/scratch", disk, "n0") == ("/scratch", "the local side is local_scratch "
+                                                                         "/scratch (xfs on /dev/md127)")
+    # local_scratch on the measured one: /tmp is RAM here, /var/tmp is on the measured disk, /scratch is next
+    path, why = pick_local("/var/data", "/var/tmp", disk, "n0")
+    assert path == "/scratch"
+    assert why == ("local_scratch /var/tmp is on the same filesystem as /var/data (ext4 on /dev/nvme0n1p1), so the "
+                   "local side is /scratch (xfs on /dev/md127)")
+    # a configured tmpfs stays the user's choice
+    assert pick_local("/fsx", "/tmp", disk, "n0")[0] == "/tmp"
+
+
+def test_no_other_local_filesystem_is_said_so():
+    only = [_m("/", "/dev/vda", "ext4"), _m("/run/netns", "/dev/vda", "ext4"), _m("/dev/shm", "tmpfs", "tmpfs"),
+            _m("/etc/hosts", "/dev/vdb", "ext4"), _m("/tmp/pytest-7/loop", "/dev/loop3", "ext4"),
+            _m("/mnt/iso", "/dev/sr0", "ext4", "ro,relatime")]
+    assert pick_local("/home/me", "/tmp", only, "n0") == (
+        None, "n0 has no local filesystem other than the one /home/me is on (ext4 on /dev/vda, mounted at /), so "
+              "there is no local disk to compare it with")

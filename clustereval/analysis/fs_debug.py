@@ -46,9 +46,12 @@ def sweep_text(cells: list[FioCell]) -> str:
 
 
 def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: Layout | None,
-             signals: list[Signal], targets: Mapping[str, float] | None = None
-             ) -> tuple[str, list[str], list[str]]:
-    """(verdict, facts, guidance). verdict: ``saturated`` | ``pattern`` | ``undecided``."""
+             signals: list[Signal], targets: Mapping[str, float] | None = None, *, fstype: str = "",
+             local_label: str = "the local disk") -> tuple[str, list[str], list[str]]:
+    """(verdict, facts, guidance). verdict: ``saturated`` | ``pattern`` | ``undecided``.
+
+    ``fstype``: the measured filesystem's type, which picks the advice; ``local_label``: what the
+    local scan measured, e.g. "the local disk /scratch (xfs)"."""
     facts: list[str] = []
     capacity_reasons: list[str] = []
     for s in signals:
@@ -60,7 +63,7 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
     if shared:
         facts.append(f"`fio` on {mount}, one client, 16 jobs: {sweep_text(shared)}")
     if local:
-        facts.append(f"`fio` on the local disk, same runs: {sweep_text(local)}")
+        facts.append(f"`fio` on {local_label}, same runs: {sweep_text(local)}")
     ratios = []
     for size in _sizes(shared, local):
         for rw in ("read", "write"):
@@ -68,7 +71,7 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
             if s_bw and l_bw:
                 ratios.append(f"{iec_label(size)} {rw} {l_bw / s_bw:.1f}×")
     if ratios:
-        facts.append(f"{mount} is this many times slower than the local disk (local bandwidth ÷ {mount} "
+        facts.append(f"{mount} is this many times slower than {local_label} (local bandwidth ÷ {mount} "
                      "bandwidth): " + ", ".join(ratios))
     sizes = _sizes(shared)
     if len(sizes) >= 2:
@@ -100,21 +103,82 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
             # bandwidth-bound cells decide (1 MiB and up); small files are latency-bound on any FS
             big = [frac for c, frac in compared if c.file_size_bytes >= 2**20] or [frac for _, frac in compared]
             verdict = "saturated" if min(big) < TARGET_SHORTFALL else "pattern"
-    return verdict, facts, guidance(verdict, mount, shared, layout)
+    return verdict, facts, guidance(verdict, mount, shared, layout, fstype)
 
 
-def guidance(verdict: str, mount: str, shared: list[FioCell], layout: Layout | None) -> list[str]:
-    """The two branches as plain steps; the one the verdict points at first. Commands are for the
-    reader to run; clustereval changes nothing."""
-    saturated = [
-        "If the filesystem's capacity is saturated (the quick scan is well below its figures, OSTs are full "
-        "or unevenly filled, other jobs share it):",
-        f"  - ask the operator for the provisioned throughput of {mount} and whether other jobs load it now; "
-        "re-run `clustereval debug fs` at a quiet time to compare",
-        "  - Lustre: spread large files over more OSTs (`lfs setstripe -c -1 DIR` on a new, empty folder "
-        "for checkpoints and dataset shards) and ask for full OSTs to be rebalanced",
-        "  - move hot data (the dataset being read every epoch) to node-local NVMe or a cache tier",
-    ]
+LOCAL_DISK = ("ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "overlay")
+
+
+def fs_family(fstype: str, layout: Layout | None = None) -> str:
+    """lustre | gpfs | beegfs | nfs | weka | hostshare | ram | local | shared: which advice applies."""
+    if fstype == "lustre" or (not fstype and layout is not None and layout.tool == "lfs"):
+        return "lustre"
+    if fstype == "gpfs":
+        return "gpfs"
+    if fstype == "beegfs":
+        return "beegfs"
+    if fstype.startswith("nfs"):
+        return "nfs"
+    if fstype in ("wekafs", "fuse.weka"):
+        return "weka"
+    if fstype in ("virtiofs", "9p"):
+        return "hostshare"
+    if fstype in ("tmpfs", "ramfs"):
+        return "ram"
+    if fstype in LOCAL_DISK:
+        return "local"
+    return "shared"
+
+
+def _capacity_steps(family: str, mount: str, layout: Layout | None) -> list[str]:
+    """What to check on the capacity side, for the filesystem that was measured."""
+    ask = (f"  - ask the operator for the figures {mount} is supposed to hit and whether other jobs load it now; "
+           "re-run `clustereval debug fs` at a quiet time to compare")
+    if family == "lustre":
+        stripe = "  - Lustre: spread large files over more OSTs (`lfs setstripe -c -1 DIR` on a new, empty folder " \
+                 "for checkpoints and dataset shards) and ask for full OSTs to be rebalanced"
+        if layout is not None and layout.stripe_count == 1 and (layout.num_targets or 0) > 1:
+            stripe += " (this folder's default stripe count is 1)"
+        return [ask, stripe]
+    if family == "gpfs":
+        return [ask, "  - GPFS / Storage Scale: ask for the filesystem's block size and the client's `pagepool` "
+                     "(`mmlsfs`, `mmlsconfig pagepool`); a small pagepool caps what one client reads"]
+    if family == "beegfs":
+        return [ask, "  - BeeGFS: see how files are striped (`beegfs-ctl --getentryinfo DIR`) and spread large "
+                     "ones over more targets (`beegfs-ctl --setpattern --numtargets=N DIR` on a new, empty folder)"]
+    if family == "nfs":
+        return [ask, "  - NFS: one TCP connection caps a client; check the mount options (`findmnt -o OPTIONS "
+                     f"{mount}`) for `nconnect=` and `rsize=`/`wsize=` (1048576 is the usual maximum) and ask "
+                     "whether the server's disks or its network link are busy"]
+    if family == "weka":
+        return [ask, "  - WEKA: ask how many client cores (`num_cores` mount option) and which tier serve this "
+                     "filesystem"]
+    if family == "hostshare":
+        return ["  - a folder shared from the host through the hypervisor: its speed is the host's disk and the "
+                "share's cache mode (virtiofs `cache=`); ask the provider which disk backs it and whether "
+                "other guests share it"]
+    if family == "ram":
+        return ["  - a RAM filesystem (tmpfs): it runs at memory speed and its limit is its size, not a disk; a "
+                "full one stops writes (see the fullness line above)"]
+    if family == "local":
+        return [f"  - a node-local disk: compare with the drive's published figures (`lsblk -o NAME,MODEL {mount}`"
+                " names the model; `nvme list` for NVMe drives), check that nothing else writes to it now "
+                "(`iostat -x 5`), and whether it is one drive or a RAID set (`cat /proc/mdstat`)"]
+    return [ask]
+
+
+def guidance(verdict: str, mount: str, shared: list[FioCell], layout: Layout | None, fstype: str = "") -> list[str]:
+    """The two branches as plain steps; the one the verdict points at first, with advice for the
+    filesystem that was measured (``fstype``). Commands are for the reader to run; clustereval
+    changes nothing."""
+    family = fs_family(fstype, layout)
+    sharers = "other jobs share it" if family not in ("local", "ram") else "other processes write to it"
+    lead = ("If the filesystem's capacity is saturated (the quick scan is well below its figures, "
+            + ("OSTs are full or unevenly filled, " if family == "lustre" else "it is nearly full, ")
+            + f"{sharers}):")
+    saturated = [lead, *_capacity_steps(family, mount, layout)]
+    if family not in ("local", "ram"):
+        saturated.append("  - move hot data (the dataset being read every epoch) to node-local NVMe or a cache tier")
     pattern = [
         "If the job's I/O pattern is the limit (the filesystem delivers its figures to one client):",
         "  - data loading: `DataLoader(num_workers=4..8 per GPU, pin_memory=True, persistent_workers=True, "
@@ -131,8 +195,6 @@ def guidance(verdict: str, mount: str, shared: list[FioCell], layout: Layout | N
         if small and large:
             pattern[-1] += (f" (here {iec_label(sizes[0])} files read at {small:.1f} MiB/s, "
                             f"{iec_label(sizes[-1])} files at {large:.1f} MiB/s)")
-    if layout is not None and layout.stripe_count == 1 and (layout.num_targets or 0) > 1:
-        saturated[2] += " (this folder's default stripe count is 1)"
     head = {"saturated": "verdict: the capacity side (see the facts above)",
             "pattern": "verdict: the filesystem delivers its figures; look at the job's I/O pattern",
             "undecided": (f"verdict: undecided until the operator's expected figures for {mount} are known "
@@ -146,6 +208,8 @@ def report_lines(rec: FsDebugRecord) -> list[str]:
     """What `clustereval debug fs` prints."""
     lines = [f"{rec.path} on {rec.node}: {rec.fstype or 'unknown type'} filesystem mounted at {rec.mount}; "
              f"quick fio scan, {rec.runtime_s} s of timed IO per run"]
+    if rec.local_note:
+        lines.append(rec.local_note[0].upper() + rec.local_note[1:])
     lines += [format_signal(s) for s in rec.storage_signals]
     if rec.facts:
         lines.append("facts:")

@@ -20,9 +20,11 @@ from clustereval.debug.evidence import write_node_bundle
 from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, select_nodes, snapshot_node
 from clustereval.errors import ScratchError, TransportError, UsageError
 from clustereval.phases.base import Profile, ProgressFn, RunContext
-from clustereval.phases.scratch import check_declared, normalize, scratch_for
+from clustereval.phases.scratch import check_declared, inside, normalize, scratch_for
 from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout
 from clustereval.probes import fio as fio_probe
+from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
+from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
 from clustereval.records import Gap
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
@@ -31,6 +33,59 @@ from clustereval.transport.base import Node, Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 DEFAULT_RUNTIME_S = 5
+
+# Mount points that are never "the local disk": system trees, and temporary mounts under /tmp
+# (a test's or another job's), which may vanish while the scan runs.
+_NOT_LOCAL_DISK = ("/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/efi", "/snap", "/tmp/", "/var/lib/docker",
+                   "/var/lib/kubelet", "/var/lib/containers", "/etc")
+
+
+def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
+    """The mount holding ``path``: the longest mount point it is inside (the last one mounted wins)."""
+    best: Mount | None = None
+    for m in mounts:
+        if m.target and inside(path, m.target) and (best is None or len(m.target) >= len(best.target)):
+            best = m
+    return best
+
+
+def _describe(m: Mount) -> str:
+    return f"{m.fstype} on {m.source}" if m.source else m.fstype
+
+
+def _local_disk(m: Mount) -> bool:
+    opts = m.options.split(",") if m.options else []
+    return (not is_shared(m.fstype) and m.fstype not in PSEUDO and m.source.startswith("/dev/")
+            and "ro" not in opts and not any(inside(m.target, p.rstrip("/")) or m.target.startswith(p)
+                                             for p in _NOT_LOCAL_DISK))
+
+
+def pick_local(path: str, local_scratch: str, mounts: list[Mount], node: str) -> tuple[str | None, str]:
+    """The local folder to compare ``path`` with, on a different filesystem, and why; (None, why) when
+    the node has none. Tried in order: ``local_scratch``, ``/tmp`` and ``/var/tmp`` (when on a disk),
+    then the node's other local-disk mount points."""
+    measured = mount_of(path, mounts)
+    if measured is None:
+        return local_scratch, ""
+    key = volume_key(measured)
+    first = mount_of(local_scratch, mounts)
+    tried: list[tuple[str, Mount | None]] = [(local_scratch, first), ("/tmp", mount_of("/tmp", mounts)),
+                                             ("/var/tmp", mount_of("/var/tmp", mounts))]
+    # another local disk: its own mount point, never a folder at the root of the system disk
+    tried += [(m.target, m) for m in mounts if _local_disk(m) and m.target != "/"]
+    for candidate, m in tried:
+        if m is None or volume_key(m) == key:
+            continue
+        if candidate != local_scratch and (m.fstype in PSEUDO and m.fstype != "overlay"):
+            continue  # a RAM filesystem is no local disk, unless the config names it
+        if candidate != local_scratch and "ro" in m.options.split(","):
+            continue
+        if candidate == local_scratch:
+            return candidate, f"the local side is local_scratch {candidate} ({_describe(m)})"
+        return candidate, (f"local_scratch {local_scratch} is on the same filesystem as {path} "
+                           f"({_describe(measured)}), so the local side is {candidate} ({_describe(m)})")
+    return None, (f"{node} has no local filesystem other than the one {path} is on ({_describe(measured)}, "
+                  f"mounted at {measured.target}), so there is no local disk to compare it with")
 
 
 def _signals_for(snap, path: str, mount: str) -> list:  # noqa: ANN001
@@ -71,6 +126,7 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     every = list(nodes if nodes is not None else nodes_of(config, transport))
     config = with_nodes(config, every, transport)
     node = select_nodes(every, node_name, False)[0]
+    _require_directory(transport, node, path)  # before any run folder, snapshot or scan
     # the user named this mount: it is declared for this workflow's scratch
     cfg = dataclasses.replace(config, shared_paths=tuple(dict.fromkeys([*config.shared_paths, path])))
     name = f"{config.name}-debug-fs"
@@ -100,7 +156,16 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     rec.mount, rec.fstype = row.mount, row.fstype
     rec.storage_signals = _signals_for(snap, path, row.mount)
 
-    # 2-3. the quick scans and the layout
+    # 2-3. the quick scans and the layout, against a local folder on another filesystem
+    listed = transport.run(node, findmnt_argv(), timeout_s=60)
+    mounts = parse_findmnt(listed.stdout) if listed.ok else []
+    local_path, rec.local_note = pick_local(path, normalize(cfg.local_scratch), mounts, node.name)
+    if local_path is None:
+        rec.gaps.append(Gap(phase=rec.phase, node=node.name, text=f"No local comparison: {rec.local_note}.",
+                            plan="set local_scratch in cluster.toml to a folder on a node-local disk, "
+                                 "then run `clustereval debug fs` again"))
+    elif local_path != normalize(cfg.local_scratch):
+        ctx.config = dataclasses.replace(cfg, local_scratch=local_path)  # declared for this workflow's scratch
     phase = StoragePhase(file_sizes=file_sizes)
     version = transport.run(node, [phase.fio, "--version"], timeout_s=60)
     if not version.ok:
@@ -109,16 +174,20 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
                                  "measured.", plan="install the `fio` package (`apt-get install -y fio` or "
                                                    "`dnf install -y fio`) and run `clustereval debug fs` again"))
     else:
-        _scans(ctx, phase, node, rec, path, row.fstype)
+        _scans(ctx, phase, node, rec, path, row.fstype, local_path, mounts)
 
     # 4. verdict, guidance, evidence
     targets: dict[str, float] = {}
     for t in cfg.targets.storage:
         if normalize(t.mount) in (path, rec.mount):
             targets.update(t.bw_mib_s)
+    local_label = "the local disk"
+    if rec.local is not None:
+        local_label = f"the local disk {rec.local.mount}" + (f" ({rec.local.fstype})" if rec.local.fstype else "")
     rec.verdict, rec.facts, rec.guidance = diagnose(
         path, rec.shared.cells if rec.shared else [], rec.local.cells if rec.local else [],
-        rec.shared.layout if rec.shared else None, rec.storage_signals, targets)
+        rec.shared.layout if rec.shared else None, rec.storage_signals, targets, fstype=rec.fstype,
+        local_label=local_label)
     extra: dict[str, str] = {}
     for scan in (rec.local, rec.shared):
         for cell in scan.cells if scan else []:
@@ -138,13 +207,34 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     return rec, store
 
 
-def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord, path: str, fstype: str) -> None:
-    """The local disk, then the mount; scratch goes to trash whatever happens."""
+def _require_directory(transport: Transport, node: Node, path: str) -> None:
+    """Refuse a file or a missing path at once: the scan would otherwise run to its end first."""
+    res = transport.run(node, ["sh", "-c", 'if [ -d "$1" ]; then echo dir; elif [ -e "$1" ]; then echo other; '
+                                           'else echo none; fi', "sh", path], timeout_s=60)
+    kind = res.stdout.strip() if res.ok else ""
+    if kind == "other":
+        parent = posixpath.dirname(path.rstrip("/")) or "/"
+        raise UsageError(f"{path} on {node.name} is a file, not a directory; `debug fs` measures a folder of a "
+                         "mounted filesystem", f"give its folder or the mount point, e.g. clustereval debug fs "
+                         f"{parent}", error_id="not-a-directory")
+    if kind == "none":
+        raise UsageError(f"{path} is not readable on {node.name}: there is no such directory",
+                         "check the path exists and is mounted on that node", error_id="no-such-directory")
+
+
+def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord, path: str, fstype: str,
+           local: str | None, mounts: list[Mount]) -> None:
+    """The local folder (when there is one), then the mount; scratch goes to trash whatever happens.
+    One count of runs and one time left cover both scans, so the estimate never starts over."""
     scratch = scratch_for(ctx)
-    local = normalize(ctx.config.local_scratch)
+    plan = ([(local, False)] if local is not None else []) + [(path, True)]
+    per_scan = len(phase.file_sizes) * len(fio_probe.OPS)
     try:
-        for target, shared in ((local, False), (path, True)):
-            scan = MountScan(mount=target, shared=shared, node=node.name, fstype=fstype if shared else "")
+        for number, (target, shared) in enumerate(plan):
+            m = mount_of(target, mounts)
+            scan = MountScan(mount=target, shared=shared, node=node.name,
+                             fstype=fstype if shared else (m.fstype if m else ""),
+                             source=m.source if m else "", volume_mount=m.target if m else "")
             if shared:
                 rec.shared = scan
             else:
@@ -156,7 +246,7 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                                       f"the quick scan's largest run ({fio_probe.NUM_JOBS} jobs x "
                                       f"{fio_probe.iec_label(max(phase.file_sizes))})")
                 area = scratch.ensure(node, target)
-                phase.scan(ctx, node, area, scan)
+                phase.scan(ctx, node, area, scan, first_run=number * per_scan, total_runs=per_scan * len(plan))
                 if shared:
                     scan.layout = capture_layout(ctx, node, scan, area)
             except ScratchError as exc:

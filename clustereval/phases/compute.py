@@ -360,10 +360,13 @@ class NodePass:
                 "--coarse-budget", str(self.plan.coarse_budget)]
         if self.plan.grid:
             args += ["--grid", self.plan.grid]
-        self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}", None)
-        proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}",
+                          self.plan.search_time_left_s([], 0.0))
         t0 = time.monotonic()
-        rc = proc.finish(self.plan.search_timeout_s, idle_timeout_s=self.plan.start_timeout_s)
+        proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        self._follow_search(proc, gpu0, t0)
+        rc = proc.finish(max(1.0, self.plan.search_timeout_s - (time.monotonic() - t0)),
+                         idle_timeout_s=self.plan.start_timeout_s)
         self.rec.search_wall_s = round(time.monotonic() - t0, 1)
         proc.save_log()
         self._interpreter(proc)
@@ -382,6 +385,21 @@ class NodePass:
                      "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
             return
         self.shape = self.rec.msmf_shape = summary.msmf.shape
+
+    def _follow_search(self, proc: WorkerProc, gpu0: int, t0: float) -> None:
+        """Show the shapes timed and the time left until the search prints its result or stops;
+        ``finish`` then judges how it ended."""
+        while not proc.eof and not self.ctx.stop.is_set():
+            elapsed = time.monotonic() - t0
+            if elapsed >= self.plan.search_timeout_s or time.monotonic() - proc.last_output >= self.plan.start_timeout_s:
+                return
+            if proc.wait_event(lambda e: e.get("event") == "result", self.plan.progress_every_s) is not None:
+                return
+            stages = [str(e.get("stage", "")) for e in proc.of("shape")]
+            if stages:
+                self.ctx.progress(MatmulPhase.name, self.node.name,
+                                  f"searching matmul shapes on gpu{gpu0}: {len(stages)} timings done",
+                                  self.plan.search_time_left_s(stages, time.monotonic() - t0))
 
     def _label(self, gpu: int) -> str:
         return gpu_label(self.inv.hostname, self.node.index, gpu)

@@ -31,6 +31,9 @@ WORKER_PARTS = ((PKG / "analysis" / "matmul.py", "matmul_search.py"), (PKG / "an
                 (PKG / "workers" / "matmul_bench.py", "matmul_bench.py"), (PKG / "workers" / "nvml.py", "matmul_nvml.py"))
 
 
+HOT_S = 1.0  # the worker's default timed window of each hot shape (--hot-s)
+
+
 @dataclass(frozen=True)
 class MatmulPlan:
     """How the compute passes run. ``device="cpu"`` runs the same passes on the CPU with tiny
@@ -51,10 +54,37 @@ class MatmulPlan:
     search_timeout_s: float = 3600.0
     lemon_gpu_timeout_s: float = 300.0  # one GPU's lemon GEMM; past it the GPU is hung (dead)
     load_max_s: float = 3600.0
+    progress_every_s: float = 10.0  # how often the search's progress (shapes timed, time left) is shown
 
     @property
     def cpu(self) -> bool:
         return self.device == "cpu"
+
+    def search_time_left_s(self, stages: list[str], elapsed_s: float) -> float:
+        """Time left of the matmul search, from the stages of the shapes timed so far.
+
+        The large-shape tail has a known duration: the hot shapes (the first warms up, the next
+        ones settle briefly, each timed ``HOT_S``), then the held shapes (the first soaks at least
+        ``soak_min_s``, the next ones settle ``settle_s``, each timed ``sustain_s``). The screening
+        before it adapts to the GPU, so its remainder is the coarse budget and the confirmations
+        still to time at the pace measured so far; past the budget (the refinement climbing) only
+        the tail is left to estimate."""
+        from clustereval.analysis.matmul import HOT, SUSTAINED, SearchPlan
+        from clustereval.workers.matmul_bench import HOT_SETTLE_S, HOT_WARM_S
+
+        num_hot, num_held = stages.count(HOT), stages.count(SUSTAINED)
+        held_next = self.settle_s + self.sustain_s
+        held = (self.soak_min_s + self.sustain_s + (SearchPlan.num_sustain - 1) * held_next if not num_held
+                else max(0, SearchPlan.num_sustain - num_held) * held_next)
+        hot_next = HOT_SETTLE_S + HOT_S
+        if num_hot or num_held:
+            return (0.0 if num_held else max(0, SearchPlan.num_hot - num_hot) * hot_next) + held
+        tail = HOT_WARM_S + HOT_S + (SearchPlan.num_hot - 1) * hot_next + held
+        screened = len(stages)
+        if not screened:
+            return tail
+        expected = self.coarse_budget + SearchPlan.num_confirm
+        return max(0, expected - screened) * (elapsed_s / screened) + tail
 
     def pinned_timeout_s(self) -> float:
         return self.start_timeout_s + self.soak_max_s + self.sustain_s + 120.0

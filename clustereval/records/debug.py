@@ -62,7 +62,8 @@ class FsDebugRecord(PhaseRecord):
     mount: str = ""  # the mount point holding the path asked about
     path: str = ""  # the path asked about
     fstype: str = ""
-    local: MountScan | None = None  # the quick scan of the local disk
+    local: MountScan | None = None  # the quick scan of the local disk (None: no other local filesystem)
+    local_note: str = ""  # which local folder was compared and why, or why none was
     shared: MountScan | None = None  # the quick scan of the mount, with its layout
     runtime_s: int = 0  # timed IO per fio run
     storage_signals: list[Signal] = field(default_factory=list)  # the snapshot's storage / iowait lines

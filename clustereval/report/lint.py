@@ -236,8 +236,34 @@ def lint_text(text: str, *, path: str = "") -> list[LintProblem]:
     return sorted(set(problems), key=lambda p: (p.line, p.rule, p.message))
 
 
-def lint_file(path: Path) -> list[LintProblem]:
-    return lint_text(Path(path).read_text(encoding="utf-8"), path=str(path))
+_REPORT_HINT = "lint checks a report clustereval wrote: clustereval lint reports/<name>-<YYYY-MM-DD-HHMMZ>.md"
+_REPORT_MARKS = ("- Datetime (UTC):", "- Nodes / GPUs:", "Raw logs: [", "## Table of Contents")
+
+
+def looks_like_report(text: str) -> bool:
+    """A clustereval report: its title, or at least two of the header lines and headings every
+    report has (a report with a mangled title is still a report, and lint says what is wrong)."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.startswith("# Cluster eval"):
+        return True
+    lines = text.splitlines()
+    return sum(any(ln.startswith(mark) for ln in lines) for mark in _REPORT_MARKS) >= 2
+
+
+def lint_file(path: Path | str) -> list[LintProblem]:
+    """Lint the report at ``path``. A file that is missing, binary or not a report is refused with a
+    ``UsageError`` (one line, its id, a fix) instead of being linted as if it were one."""
+    from clustereval.errors import UsageError
+    from clustereval.inputs import read_text_file
+
+    text = read_text_file(str(path), what="a report", hint=_REPORT_HINT)
+    if not looks_like_report(text):
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        shown = first if len(first) <= 40 else first[:37] + "..."
+        raise UsageError(f"{path}:1: not a clustereval report (it starts {shown!r}, not `# Cluster eval: …`)"
+                         if first else f"{path}: not a clustereval report (the file is empty)",
+                         _REPORT_HINT, error_id="not-a-report")
+    return lint_text(text, path=str(path))
 
 
 def rule_ids() -> list[str]:
