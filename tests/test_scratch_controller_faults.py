@@ -1,5 +1,6 @@
-"""The controller's own disk fails: reports/ on a full or a read-only tmpfs. The run ends with a clear
-message and exit 1, and the nodes' scratch is cleared all the same."""
+"""The controller's own disk fails: reports/ on a full or a read-only tmpfs. A full one ends the run with
+a clear message and exit 1, the nodes' scratch cleared all the same; a read-only one is refused before
+anything starts (exit 2)."""
 
 import pytest
 
@@ -28,11 +29,13 @@ def test_reports_on_a_full_or_read_only_disk(tmp_path, fault):
         res = run_cli("run", "--config", str(_cfg(tmp_path, scratch, reports)), "--profile", "smoke",
                       "--phases", "environment", cwd=tmp_path, timeout=600)
     out = res.stdout + res.stderr
-    assert res.returncode == 1, out[-3000:]
     assert "Traceback" not in out
-    assert "error[save-failed]: could not save" in out
-    assert ("No space left on device" in out) if fault == "full" else ("Read-only file system" in out)
-    assert "reports_dir" in out  # the hint names the setting that moves it
+    assert "reports_dir" in out  # the message names the setting that moves it
     assert _left(scratch) == []
-    if fault == "full":
-        assert "scratch: deleted" in out or "scratch: moved" in out  # the summary was printed, not lost
+    if fault == "read-only":  # known before anything starts: bad input, nothing slow ran
+        assert res.returncode == 2, out[-3000:]
+        assert "error[cannot-write]" in out and str(reports) in out
+        return
+    assert res.returncode == 1, out[-3000:]
+    assert "error[save-failed]: could not save" in out and "No space left on device" in out
+    assert "scratch: deleted" in out or "scratch: moved" in out  # the summary was printed, not lost
