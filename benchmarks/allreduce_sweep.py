@@ -85,6 +85,7 @@ def main() -> int:
     store = RunStore.create(out / "run", "bench")
     store.save_state(RunState(name="bench", stamp=store.run_id))
     host = socket.gethostname()
+    (out / "scratch").mkdir(parents=True, exist_ok=True)  # clustereval never creates a configured path
     config = Config(name="bench", nodes=(host,), local_scratch=str(out / "scratch"), rdzv_port=free_port())
     ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node(host, host)], store=store,
                      eval_python=sys.executable)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -21,7 +22,7 @@ from clustereval.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    ClusterEvalError,
+    StoreError,
     UsageError,
 )
 from clustereval.phases.base import PROFILES, RunContext
@@ -130,20 +131,28 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
             show_preflight(ctx.records["preflight"], out)
 
     left: list[str] = []
-    with _Interrupts(ctx.stop, console), ui:
-        try:
-            outcome = execute(ctx, phases, on_phase=on_phase)
-        finally:
-            # success, failure, Ctrl-C or a lost node: the scratch goes to trash before anything else
-            lines = cleanup_lines(clear_scratch(ctx), str(store.raw_dir))
-            left = [ln for ln in lines if ln.startswith("scratch: NOT cleared")]
-            for line in lines:
-                out.print(line, markup=False)
-    rendered = render(store, config.access, prof.shortenings, config.targets.storage)
-    moved = store.write_report(rendered.markdown)
-    store.write_raw("report.md.copy", rendered.markdown)
-    save_summary(store, rendered, config.access, config.targets.storage, junit_path)
-    lint_ok = finish_report(store, rendered, console=console, out=out, left=left, lost=ctx.lost_nodes)
+    try:
+        with _Interrupts(ctx.stop, console), ui:
+            try:
+                outcome = execute(ctx, phases, on_phase=on_phase)
+            finally:
+                # success, failure, Ctrl-C, a lost node or a full disk here: the scratch goes to trash
+                # before anything else, and what happened to it is printed before it is saved
+                moves = clear_scratch(ctx, save=False, notify=lambda line: console.print(line, markup=False))
+                lines = cleanup_lines(moves, str(store.raw_dir))
+                left = [ln for ln in lines if ln.startswith("scratch: NOT cleared")]
+                for line in lines:
+                    out.print(line, markup=False)
+                scratch_for(ctx).save_moves(moves)
+        rendered = render(store, config.access, prof.shortenings, config.targets.storage)
+        moved = store.write_report(rendered.markdown)
+        store.write_raw("report.md.copy", rendered.markdown)
+        save_summary(store, rendered, config.access, config.targets.storage, junit_path)
+        lint_ok = finish_report(store, rendered, console=console, out=out, left=left, lost=ctx.lost_nodes)
+    except StoreError as exc:
+        for line in exc.lines():
+            console.print(line, markup=False)
+        return EXIT_FAILED
     code = exit_status(outcome, ctx, lint_ok, console, out)
     ui.report_path(store.report_path, moved)  # the last line printed, whatever happened above
     return code
@@ -213,19 +222,34 @@ def _left_behind(lost: dict[str, str], left: list[str]) -> list[str]:
     return lines
 
 
-def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
+def clear_scratch(ctx: RunContext, *, save: bool = True,
+                  notify: Callable[[str], None] | None = None) -> list[ScratchMove]:
     """Move every scratch folder the run created to trash (node-local /tmp ones are deleted).
 
-    Ctrl-C is ignored for the few seconds this takes: an interrupted cleanup is the one thing
-    that would leave other people's filesystems fuller than the eval found them."""
+    A first Ctrl-C only says that the cleanup is still running (an interrupted cleanup is what
+    would leave other people's filesystems fuller than the eval found them); a second one stops it,
+    and what is left is named for ``clustereval cleanup``."""
     scratch = scratch_for(ctx)
     if not scratch.areas():
         return []
     in_main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+    asked = threading.Event()
+    say = notify or (lambda _line: None)
+
+    def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+        say("interrupt: still clearing the scratch on the nodes; Ctrl-C again to stop and leave it for "
+            f"`clustereval cleanup {ctx.store.raw_dir}`")
+
+    old = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:
         ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
-        return scratch.cleanup(ctx.nodes)
+        return scratch.cleanup(ctx.nodes, save=save)
+    except KeyboardInterrupt:
+        say(f"scratch: cleanup stopped; what is left is recorded: run `clustereval cleanup {ctx.store.raw_dir}`")
+        raise
     finally:
         if in_main:
             signal.signal(signal.SIGINT, old or signal.SIG_DFL)
@@ -240,14 +264,20 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
         if not scratch.areas():
             out.print(f"{store.raw_dir}: this run recorded no scratch folders", markup=False)
             return EXIT_OK
-        moves = scratch.cleanup(nodes_of(config, transport))
+        moves = scratch.cleanup(nodes_of(config, transport), save=False)
     finally:
         transport.close()
     for line in cleanup_lines(moves, str(store.raw_dir)):
         out.print(line, markup=False)
+    try:
+        scratch.save_moves(moves)
+    except StoreError as exc:
+        for line in exc.lines():
+            console.print(line, markup=False)
+        return EXIT_FAILED
     if all(m.action == "absent" for m in moves):
         out.print("every scratch folder of this run is already cleared", markup=False)
-    return EXIT_FAILED if any(m.action == "failed" for m in moves) else EXIT_OK
+    return EXIT_FAILED if any(m.action in ("failed", "refused") for m in moves) else EXIT_OK
 
 
 # ---- preflight ------------------------------------------------------------------------------------
@@ -289,6 +319,10 @@ def show_preflight(record, out: Console) -> None:  # noqa: ANN001 - a PreflightR
         for item in record.checklist:
             if item.need in record.missing:
                 out.print(f"  - {item.need}: {item.hint}", markup=False)
+        needs = {item.need for item in record.checklist}
+        for gap in record.gaps:  # what a node lacks (a configured path): named with the node and the fix
+            if gap.node and not any(gap.text.startswith(f"Missing before the eval can start: {n}") for n in needs):
+                out.print(f"  - {gap.text} (fix: {gap.plan})" if gap.plan else f"  - {gap.text}", markup=False)
     for gap in record.gaps:
         if not record.missing:
             out.print(f"- {gap.text} (plan: {gap.plan})" if gap.plan else f"- {gap.text}", markup=False)
@@ -310,7 +344,6 @@ def _preflight_with(transport: Transport, config: Config, *, console: Console, o
     import tempfile
 
     from clustereval.phases.preflight import PreflightPhase
-    from clustereval.phases.remote import node_scratch
 
     nodes = nodes_of(config, transport)
     config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
@@ -320,16 +353,10 @@ def _preflight_with(transport: Transport, config: Config, *, console: Console, o
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console))
         record = PreflightPhase().run(ctx)
-        shipped = ctx.records.get("_shipped", {})
-        if shipped and transport.method != "local":
-            scratch = node_scratch(ctx)
-            for node in nodes:
-                if node.name in shipped:
-                    try:  # our own package copy only; the run folder on the node is left if anything else is in it
-                        transport.run(node, ["sh", "-c", 'rm -rf -- "$1/pkg" && rmdir -- "$1" 2>/dev/null; true',
-                                             "sh", scratch], timeout_s=30)
-                    except ClusterEvalError:
-                        pass
+        # the package copy for the gloo check: cleared by the same checks as a run's scratch
+        moves = clear_scratch(ctx)
+    for line in cleanup_lines(moves, ""):
+        out.print(line, markup=False)
     show_preflight(record, out)
     if record.passed:
         out.print(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready", markup=False)

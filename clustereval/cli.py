@@ -12,9 +12,38 @@ from rich.console import Console
 
 from clustereval import __version__
 from clustereval.errors import EXIT_DEFECT, EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
+from clustereval.redact import scrub
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+
+class _Scrubbed:
+    """A console stream that blanks credentials (``redact.scrub``) in every line it prints."""
+
+    def __init__(self, stream_name: str) -> None:
+        self._name = stream_name
+
+    @property
+    def _stream(self):  # noqa: ANN202 - resolved at write time, so pytest's capture keeps working
+        return getattr(sys, self._name)
+
+    def write(self, text: str) -> int:
+        return self._stream.write(scrub(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", "utf-8")
+
+
+console = Console(file=_Scrubbed("stderr"), highlight=False, soft_wrap=True)
+out = Console(file=_Scrubbed("stdout"), highlight=False, soft_wrap=True)
 
 
 def _fail(exc: ClusterEvalError, debug: bool) -> None:

@@ -122,6 +122,13 @@ class ScratchError(ClusterEvalError):
     exit_code = EXIT_FAILED
 
 
+class StoreError(ClusterEvalError):
+    """The controller could not save the report or a record (disk full, read-only, gone)."""
+
+    error_id = "save-failed"
+    exit_code = EXIT_FAILED
+
+
 class LintFailed(ClusterEvalError):
     error_id = "lint-failed"
     exit_code = EXIT_DEFECT

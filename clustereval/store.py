@@ -7,6 +7,7 @@ the moment its phase ends, and ``state.json`` says which phases finished so a ru
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import re
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clustereval.errors import UsageError
+from clustereval.errors import StoreError, UsageError
 from clustereval.records import dumps, from_dict, to_dict
+from clustereval.redact import scrub, scrub_bytes
 
 T = TypeVar("T")
 
@@ -35,19 +37,35 @@ def utc_now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def save_failed(path: Path, exc: OSError) -> StoreError:
+    """Where and why a save failed, and what frees it (the controller's disk, not a node's)."""
+    why = exc.strerror or str(exc)
+    hint = (f"free space on the disk holding {path.parent}" if exc.errno == errno.ENOSPC else
+            f"{path.parent} is on a read-only filesystem" if exc.errno == errno.EROFS else
+            f"check that {path.parent} is writable")
+    return StoreError(f"could not save {path}: {why}",
+                      f"{hint}, or set reports_dir in cluster.toml to a writable folder; the nodes' scratch "
+                      "was cleared whatever was saved")
+
+
 def atomic_write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(text, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write ``path`` whole or not at all; credentials in the text are blanked first (``redact``)."""
+    text = scrub_bytes(text) if isinstance(text, bytes) else scrub(text)
+    tmp = ""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = "wb" if isinstance(text, bytes) else "w"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(fd, mode) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise save_failed(path, exc) from exc
         raise
 
 
@@ -112,14 +130,21 @@ class RunStore:
                              "set [cluster] name in cluster.toml to a plain word such as h200")
         stamp = utc_stamp(now)
         base = f"{name}-{stamp}"
-        candidate = base
         n = 1
-        while (reports_dir / f"{candidate}.md").exists() or (reports_dir / f"raw-{candidate}").exists():
+        while True:
+            candidate = base if n == 1 else f"{base}-{n}"
             n += 1
-            candidate = f"{base}-{n}"
-        raw = reports_dir / f"raw-{candidate}"
-        raw.mkdir(parents=True)
-        return cls(reports_dir / f"{candidate}.md", raw)
+            if (reports_dir / f"{candidate}.md").exists():
+                continue
+            raw = reports_dir / f"raw-{candidate}"
+            try:  # mkdir is the claim: two runs started in the same minute never share a folder
+                reports_dir.mkdir(parents=True, exist_ok=True)
+                raw.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise save_failed(raw, exc) from exc
+            return cls(reports_dir / f"{candidate}.md", raw)
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
@@ -200,7 +225,10 @@ class RunStore:
     # -- raw artifacts -----------------------------------------------------------------
     def raw_path(self, *parts: str) -> Path:
         path = self.raw_dir.joinpath(*parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise save_failed(path, exc) from exc
         return path
 
     def write_raw(self, rel: str, text: str | bytes) -> Path:
@@ -210,14 +238,24 @@ class RunStore:
 
     def append_log(self, rel: str, text: str) -> None:
         path = self.raw_path(*rel.split("/"))
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
+        text = scrub(text)
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(text if text.endswith("\n") else text + "\n")
+        except OSError as exc:
+            raise save_failed(path, exc) from exc
 
     # -- report ------------------------------------------------------------------------
     def write_report(self, text: str) -> Path | None:
         """Write the report; an earlier rendering moves to ``trash/`` beside it, never deleted.
 
         Returns where the superseded file went, if there was one."""
+        try:
+            return self._write_report(text)
+        except OSError as exc:
+            raise save_failed(self.report_path, exc) from exc
+
+    def _write_report(self, text: str) -> Path | None:
         moved = None
         if self.report_path.exists():
             if self.report_path.read_text() == text:

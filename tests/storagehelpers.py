@@ -22,6 +22,7 @@ def make_ctx(tmp_path: Path, *, local: Path, shared: tuple[Path, ...] = (), runt
              nodes: list[Node] | None = None, **config) -> RunContext:
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="2026-11-30-1900Z"))
+    local.mkdir(parents=True, exist_ok=True)  # the node's local disk is there; clustereval never creates a mount
     nodes = nodes or [Node("here", "here")]
     cfg = Config(nodes=tuple(n.name for n in nodes), local_scratch=str(local),
                  shared_paths=tuple(str(s) for s in shared), scratch_user="evaluser", **config)

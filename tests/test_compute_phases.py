@@ -23,6 +23,7 @@ FAKE_WORKER = Path(__file__).parent / "fakes" / "fake_matmul_worker.py"
 def make_ctx(tmp_path, plan=None, eval_python=sys.executable):
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
+    (tmp_path / "scratch").mkdir(exist_ok=True)  # the node's local disk: clustereval never creates it
     config = Config(name="t", nodes=("here",), local_scratch=str(tmp_path / "scratch"))
     ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node("here", "here")], store=store,
                      eval_python=eval_python)

@@ -13,6 +13,7 @@ from clustereval.transport.local import LocalTransport
 def _ctx(tmp_path, **cfg):
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
+    (tmp_path / "scratch").mkdir(exist_ok=True)  # the node's local disk: clustereval never creates it
     config = Config(name="t", nodes=("here",), local_scratch=str(tmp_path / "scratch"), **cfg)
     return RunContext(config=config, transport=LocalTransport(), nodes=[Node("here", "here")], store=store)
 
@@ -49,7 +50,7 @@ def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path):
     ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl")
     rec = EvalPythonPhase().run(ctx)
     assert rec.mode == "node-python" and ctx.eval_python == "python3"
-    assert not (tmp_path / "scratch").exists()  # nothing was built
+    assert list((tmp_path / "scratch").iterdir()) == []  # nothing was built on the local disk
     assert rec.tried and any("could not reach the PyTorch wheel index" in g.text for g in rec.gaps)
 
 

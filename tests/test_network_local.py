@@ -34,6 +34,7 @@ def make_ctx(tmp_path, names, address="127.0.0.1", ranks=1) -> RunContext:
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
     nodes = [Node(n, address, index=i) for i, n in enumerate(names)]
+    (tmp_path / "scratch").mkdir(exist_ok=True)  # the node's local disk: clustereval never creates it
     config = Config(name="t", nodes=tuple(names), local_scratch=str(tmp_path / "scratch"),
                     rdzv_port=free_port(), cpu_ranks_per_node=ranks)
     return RunContext(config=config, transport=LocalTransport(), nodes=nodes, store=store, profile=SMALL,

@@ -17,16 +17,20 @@ def test_one_timestamped_folder_per_mount_recorded_in_the_raw_folder(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(shared,))
-    (tmp_path / "local").mkdir()
+    (tmp_path / "local").mkdir(exist_ok=True)
     sc = scratch_for(ctx)
     node = ctx.nodes[0]
     area = sc.ensure(node, str(shared))
     assert area.path == f"{shared}/evaluser/cluster-eval-{ctx.store.run_id[2:]}"
     assert area.trash_root == f"{shared}/evaluser/trash" and area.shared and not area.node_local_tmp
-    assert os.path.isdir(area.path) and os.listdir(area.path) == []
+    # nothing of the user's inside: only the marker this run wrote, in a folder only the eval user can enter
+    assert os.path.isdir(area.path) and os.listdir(area.path) == [".clustereval-run"]
+    assert (open(os.path.join(area.path, ".clustereval-run")).read().split()[:3]
+            == ["clustereval", "run", ctx.store.run_id])
+    assert os.stat(area.path).st_mode & 0o777 == 0o700
     assert sc.ensure(node, str(shared)) is area  # reused, not created twice
     local = sc.ensure(node, str(tmp_path / "local"))
-    assert not local.shared and local.node_local_tmp == str(tmp_path).startswith("/tmp/")
+    assert not local.shared and not local.node_local_tmp  # decided on the node at cleanup time, never recorded
     recorded = json.loads((ctx.store.raw_dir / AREAS_FILE).read_text())
     assert [a["path"] for a in recorded] == [area.path, local.path]
 
@@ -135,13 +139,24 @@ def test_cleanup_command_moves_what_a_crashed_run_left(tmp_path):
 
     area = sc.ensure(Node(host, host), str(shared))
     open(os.path.join(area.path, "left.bin"), "wb").write(b"\0" * 2**20)
-    res = run_cli("cleanup", str(ctx.store.raw_dir), cwd=tmp_path)
+    cfg = _cluster_toml(tmp_path, local=tmp_path / "local", shared=shared)
+    res = run_cli("cleanup", str(ctx.store.raw_dir), "--config", str(cfg), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"moved {area.path} (1.0 MiB)" in res.stdout and "rm -rf --" in res.stdout
     assert files_outside_trash(shared) == []
     assert not os.path.exists(area.path) and du_bytes(shared / "evaluser" / "trash") >= 2**20
-    again = run_cli("cleanup", str(ctx.store.raw_dir), cwd=tmp_path)
+    again = run_cli("cleanup", str(ctx.store.raw_dir), "--config", str(cfg), cwd=tmp_path)
     assert "already cleared" in again.stdout
+
+
+def _cluster_toml(tmp_path, *, local, shared=None):
+    """The cluster.toml a user would hand ``cleanup``: cleanup trusts its mounts, not the raw folder."""
+    cfg = tmp_path / "cluster.toml"
+    lines = ['name = "t"', 'access = "local"', f'local_scratch = "{local}"', 'scratch_user = "evaluser"']
+    if shared is not None:
+        lines.append(f'shared_paths = ["{shared}"]')
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
 
 
 def test_human_bytes():
@@ -156,6 +171,7 @@ def test_a_lost_node_leaves_a_clear_note_and_shared_scratch_moves_through_anothe
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
     local = tmp_path / "nodelocal"
+    local.mkdir()  # a configured path must exist on the node: clustereval never creates a mount
     cfg = Config(nodes=tuple(n.name for n in cluster3.nodes), access="ssh", local_scratch=str(local),
                  shared_paths=(str(cluster3.shared_dir),), scratch_user="evaluser")
     ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store)

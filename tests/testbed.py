@@ -119,6 +119,7 @@ class NetnsCluster:
         self._closed = False
         self._shaped: set[int] = set()
         self._loopback: set[int] = set()
+        self._login_passwd: dict[int, Path] = {}  # set_login_shell: node index -> its /etc/passwd
         self.name_mode = "all"  # see NAME_MODES
 
     # ---- building ----------------------------------------------------------------------------
@@ -282,12 +283,31 @@ class NetnsCluster:
         cfg = self._node_dir(node) / "sshd_config"
         log = open(self._node_dir(node) / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
         # ip netns exec -> unshare --uts -> sh -> sshd all exec in place: the Popen pid is sshd's
+        passwd = self._login_passwd.get(node.index, "")
+        # a node with its own login shell sees its own /etc/passwd (in sshd's mount namespace only)
         node.sshd = subprocess.Popen(
-            [*self._enter(node), 'exec "$1" -D -e -f "$2"', SSHD, str(cfg)],
+            [*self._enter(node), '[ -z "$3" ] || mount --bind "$3" /etc/passwd || exit 1; exec "$1" -D -e -f "$2"',
+             SSHD, str(cfg), str(passwd)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         if wait:
             self._wait_for_port(node, self.ssh_port)
+
+    def set_login_shell(self, which: int | str, shell: str) -> None:
+        """Give root on one node another login shell (``/usr/bin/tcsh``: the csh family common on HPC
+        sites), as sshd runs it for every command; restarts that node's sshd."""
+        node = self.node(which)
+        lines = []
+        for line in Path("/etc/passwd").read_text().splitlines():
+            fields = line.split(":")
+            if len(fields) == 7 and fields[0] == "root":
+                fields[6] = shell
+            lines.append(":".join(fields))
+        passwd = self._node_dir(node) / "passwd"
+        passwd.write_text("\n".join(lines) + "\n")
+        self._login_passwd[node.index] = passwd
+        self.kill_sshd(node.index)
+        self.start_sshd(node.index)
 
     def kill_sshd(self, which: int | str) -> None:
         """Stop a node's sshd (SIGKILL): new connections are refused at once, as on a dead node."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from clustereval.analysis.snapshot import format_signal
 from clustereval.records import to_dict
 from clustereval.records.snapshot import NodeSnapshot, Signal, SnapshotRecord
+from clustereval.redact import mount_table
 from clustereval.store import atomic_write, utc_now_iso, utc_stamp
 
 # snapshot section -> file name in the bundle (the tool's own output, unchanged)
@@ -94,7 +95,7 @@ def write_node_bundle(root: Path, snap: NodeSnapshot, *, verdict: list[str] | No
         if section in ("hostname", "kernel", "os", "efa_versions", "nccl_versions", "cuda_toolkit",
                        "python_packages", "fi_version"):
             continue  # folded into versions.txt
-        files[raw_file_name(section)] = text + "\n"
+        files[raw_file_name(section)] = (mount_table(text) if section == "mounts" else text) + "\n"
     for name, text in (extra or {}).items():
         files[_safe(name)] = text if text.endswith("\n") else text + "\n"
     for name, text in files.items():

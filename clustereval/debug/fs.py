@@ -268,3 +268,5 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 rec.cleanup.append(f"deleted {move.path} on the node-local /tmp ({move.size_bytes} bytes)")
             elif move.action == "failed":
                 rec.cleanup.append(f"could not clear {move.path}: {move.error}")
+            elif move.action == "refused":
+                rec.cleanup.append(f"refused to clear {move.path} (left untouched): {move.error}")

@@ -17,6 +17,7 @@ from clustereval.phases.tools import publish_source
 from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
 from clustereval.records import CommandResult, Gap
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
+from clustereval.redact import findmnt_table, mount_table
 from clustereval.transport.base import Node, run_parallel, shell_join
 
 TIMEOUT_S = {"nvidia-smi-q": 90.0, SOFTWARE: 180.0}  # torch import on a cold shared FS can be slow
@@ -104,7 +105,9 @@ class EnvironmentPhase:
             text = f"$ {shell_join(argv)}\n{res.stdout}"
             if res.stderr.strip():
                 text += ("" if text.endswith("\n") else "\n") + f"# stderr (exit {res.rc})\n{res.stderr}"
-            ctx.store.write_raw(rel, text)
+            # a raw mount table keeps only the options the report reads (CIFS/FUSE options carry credentials)
+            ctx.store.write_raw(rel, mount_table(text) if tool == "proc-mounts" else
+                                findmnt_table(text) if tool == "findmnt" else text)
             raw_files[tool] = rel
             return res
 

@@ -258,13 +258,7 @@ class Preflight:
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
         self._gpus({n: p.gpus for n, p in probes.items() if p.gpus is not None},
                    {n: p.gpu_note for n, p in probes.items() if p.gpu_note})
-        for node in self.nodes:
-            missing = probes[node.name].missing_paths if node.name in probes else []
-            if missing:
-                self._probe(ProbeResult("paths", node.name, False, f"missing: {', '.join(missing)}", gating=False))
-                self.rec.gaps.append(Gap(PHASE, f"{node.name} has no {', '.join(missing)}, so the storage scan cannot "
-                                         "run there.", "fix local_scratch / shared_paths in cluster.toml, or mount "
-                                         "the share on that node", node=node.name))
+        paths_ok = all([self._paths(node, probes.get(node.name)) for node in self.nodes])
         first = self.nodes[0].name
         if first in probes:
             platform = probes[first].env
@@ -272,7 +266,26 @@ class Preflight:
             self.rec.final_env, self.rec.env_source = final_nccl_env(platform, self.cfg.nccl_env)
             lines = [f"{k}={v}  # {self.rec.env_source[k]}" for k, v in self.rec.final_env.items()]
             self.ctx.raw("preflight/nccl-env.txt", "\n".join(lines) + "\n")
-        return len(probes) == len(self.nodes)
+        return len(probes) == len(self.nodes) and paths_ok
+
+    def _paths(self, node: Node, probe: NodeProbe | None) -> bool:
+        """A configured path that is missing or not writable stops the run before anything slow:
+        clustereval never creates local_scratch or a shared path (it would benchmark the wrong disk)."""
+        if probe is None:
+            return True
+        bad = [(p, "does not exist") for p in probe.missing_paths] + [(p, "is not writable by the eval user")
+                                                                       for p in probe.unwritable_paths]
+        if not bad:
+            return True
+        for path, why in bad:
+            key = "local_scratch" if path == self.cfg.local_scratch else "shared_paths"
+            self._probe(ProbeResult("paths", node.name, False, f"{key} {path} {why}"))
+            self.rec.missing.append(f"{key} {path} on {node.name}")
+            self.rec.gaps.append(Gap(PHASE, f"On {node.name}, `{path}` ({key} in cluster.toml) {why}; clustereval "
+                                     "never creates or benchmarks a configured path that is not there.",
+                                     f"create or mount {path} on {node.name} (writable by the eval user), or fix "
+                                     f"{key} in cluster.toml", node=node.name))
+        return False
 
     def _gpus(self, gpus: dict[str, int], notes: dict[str, str]) -> None:
         rec = self.rec

@@ -4,17 +4,22 @@
 ``<mount>/<user>``), created by the eval so nothing of the user's sits inside it. Only the
 declared mounts (``local_scratch`` and ``shared_paths``) are ever written to. At the end of a run
 (success, failure, Ctrl-C, a lost node) each folder is moved into ``<mount>/<user>/trash/<stamp>/``
-on the same filesystem: a rename, never ``rm`` and never a copy across mounts. A folder under
-node-local ``/tmp`` is deleted instead: it is the eval's own and goes with the node.
+on the same filesystem: a rename, never ``rm`` and never a copy across mounts. A folder on the
+node's own ``/tmp`` filesystem is deleted instead: it is the eval's own and goes with the node.
 
 Every folder is recorded in the run's raw folder the moment it exists, so
-``clustereval cleanup RUN_DIR`` can move what an interrupted or crashed run left.
+``clustereval cleanup RUN_DIR`` can move what an interrupted or crashed run left. That record only
+says where to look: before anything is moved or deleted, the path's form, the declared mount it
+resolves into, the marker this run wrote and the filesystem it is on are checked again, on the
+node, at that moment (``_CLEAR``).
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
+import secrets
 import threading
 from dataclasses import dataclass
 
@@ -32,28 +37,88 @@ NODE_LOCAL_TMP = "/tmp"
 PURGE_HINT = "Moving within the same filesystem does not free the space; "
 
 # Fixed scripts: user paths arrive as positional arguments, never inside the script text.
-_CREATE = ('mkdir -p -- "$1" && mkdir -- "$2" && realpath -e -- "$3" "$2"')
-_MOVE = r'''
-src="$1"; dst_dir="$2"
-[ -e "$src" ] || { echo absent; exit 0; }
-size=$(du -sb -- "$src" | cut -f1)
-mkdir -p -- "$dst_dir" || exit 5
-if [ "$(stat -c %d -- "$src")" != "$(stat -c %d -- "$dst_dir")" ]; then
-  echo "cross-device: $dst_dir is on another filesystem than $src" >&2; exit 3
+# $1 mount, $2 <mount>/<user>, $3 the run folder, $4 the marker text. The mount must exist (it is
+# never created); <mount>/<user> is created private when absent and must be the eval user's and
+# not writable by others; the run folder is created mode 700 by this run (an existing one is
+# refused) and carries the marker cleanup later insists on.
+_CREATE = r'''
+mount=$1 root=$2 path=$3 mark=$4
+[ -d "$mount" ] || { echo "no-mount: $mount does not exist on this node" >&2; exit 6; }
+if [ ! -e "$root" ] && [ ! -L "$root" ]; then
+  # another run of this user may create it at the same moment: then it is there, and checked below
+  mkdir -p -- "$(dirname -- "$root")" && { mkdir -m 700 -- "$root" 2>/dev/null || [ -d "$root" ] || mkdir -m 700 -- "$root"; } || exit 5
 fi
-base=$(basename -- "$src"); target="$dst_dir/$base"; n=1
-while [ -e "$target" ]; do n=$((n+1)); target="$dst_dir/$base.$n"; done
-mv -T -- "$src" "$target" || exit 4
+if [ -L "$root" ] || [ ! -d "$root" ]; then echo "not-private: $root is not a plain folder" >&2; exit 7; fi
+owner=$(stat -c %u -- "$root") me=$(id -u)
+if [ "$owner" != "$me" ]; then
+  echo "not-private: $root is owned by uid $owner, not by the eval user (uid $me)" >&2; exit 7
+fi
+if [ -n "$(find "$root" -maxdepth 0 -perm /022)" ]; then
+  echo "not-private: $root is writable by group or others (mode $(stat -c %a -- "$root"))" >&2; exit 7
+fi
+if [ -e "$path" ] || [ -L "$path" ]; then echo "exists: $path" >&2; exit 8; fi
+mkdir -m 700 -- "$path" || exit 5
+printf '%s\n' "$mark" > "$path/.clustereval-run" || exit 5
+realpath -e -- "$mount" "$path"
+'''
+# Re-checks, on the node, that a recorded folder is this run's before anything touches it.
+# $1 folder, $2 mount, $3 marker text, $4 trash folder, $5 1 when the mount is shared, $6 delete
+# allowed (1) or move only (0). Exit 10 = refused (not provably this run's), 4 = it is this run's but
+# could not be moved or deleted safely; both leave the folder where it is.
+_CLEAR = r'''
+src=$1 mount=$2 mark=$3 trash=$4 shared=$5 may_delete=$6
+refuse() { echo "refused: $1" >&2; exit 10; }
+# the mount a path is on, from the mount table (stat's %m walks st_dev and misses bind mounts)
+mnt() { findmnt -n -o TARGET -T "$1" 2>/dev/null || stat -c %m -- "$1"; }
+[ -e "$src" ] || [ -L "$src" ] || { echo absent; exit 0; }
+[ -L "$src" ] && refuse "$src is a symbolic link, not the folder this run created"
+[ -d "$src" ] || refuse "$src is not a folder"
+real_mount=$(realpath -e -- "$mount") || refuse "the declared mount $mount is not there"
+real=$(realpath -e -- "$src") || refuse "cannot resolve $src"
+case "$real/" in "$real_mount"/*) ;; *) refuse "$src resolves to $real, outside the declared mount $mount";; esac
+[ "$real" = "$real_mount" ] && refuse "$src is the declared mount itself"
+[ -f "$src/.clustereval-run" ] && [ ! -L "$src/.clustereval-run" ] || refuse "$src has no marker file of this run (.clustereval-run)"
+[ "$(head -c 200 -- "$src/.clustereval-run")" = "$mark" ] || refuse "the marker in $src names another run"
+size=$(du -sb -- "$real" | cut -f1)
+if [ "$shared" = 0 ] && [ "$may_delete" = 1 ]; then
+  case "$real/" in
+    /tmp/*)
+      # node-local /tmp only: the folder sits on the very filesystem mounted for /tmp, of a local type
+      if [ "$(stat -c %d -- "$real")" = "$(stat -c %d /tmp)" ] && [ "$(mnt "$real")" = "$(mnt /tmp)" ]; then
+        case $(stat -f -c %T /tmp) in
+          tmpfs|ramfs|ext2/ext3|xfs|btrfs|overlayfs|zfs|f2fs)
+            rm -rf --one-file-system -- "$real" || exit 4
+            echo "deleted $size"; exit 0;;
+        esac
+      fi;;
+  esac
+fi
+# a move: the trash must be on the same filesystem and the same mount point (a bind-mount alias
+# shares the device but rename(2) still fails across it); checked before the trash is created
+probe=$trash
+while [ ! -e "$probe" ]; do probe=$(dirname -- "$probe"); done
+if [ "$(stat -c %d -- "$probe")" != "$(stat -c %d -- "$real")" ] || [ "$(mnt "$probe")" != "$(mnt "$real")" ]; then
+  echo "cross-device: $trash is on another filesystem than $src (a move there would copy)" >&2; exit 4
+fi
+case "$(realpath -m -- "$trash")/" in "$real_mount"/*) ;; *) refuse "the trash $trash is outside the declared mount $mount";; esac
+mkdir -p -- "$trash" || exit 5
+base=$(basename -- "$real"); target="$trash/$base"; n=1
+while [ -e "$target" ]; do n=$((n+1)); target="$trash/$base.$n"; done
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$real" "$target" 2>&1 >/dev/null | tail -n 1 >&2
+  [ -e "$target" ] && [ ! -e "$real" ] || { rmdir -- "$trash" 2>/dev/null; exit 4; }
+elif mv --help 2>/dev/null | grep -q -e --no-copy; then
+  mv -T --no-copy -- "$real" "$target" || { rmdir -- "$trash" 2>/dev/null; exit 4; }
+else
+  rmdir -- "$trash" 2>/dev/null
+  echo "this node has neither python3 nor an mv with --no-copy, so a move could silently copy" >&2; exit 4
+fi
 echo "moved $size $target"
 '''
-_DELETE = r'''
-src="$1"
-[ -e "$src" ] || { echo absent; exit 0; }
-size=$(du -sb -- "$src" | cut -f1)
-rm -rf --one-file-system -- "$src" || exit 4
-echo "deleted $size"
-'''
 _SPACE = 'df --block-size=1 --output=avail,target -- "$1" | tail -n 1'
+MARKER_FILE = ".clustereval-run"
+FOLDER_FILE = "scratch/folder.json"
+CLEAR_TIMEOUT_S = 600  # one area: du + rename (or rm on /tmp); a hung mount ends as a refusal, not a hang
 
 
 def normalize(path: str) -> str:
@@ -112,18 +177,19 @@ def scratch_root(config: Config, mount: str) -> str:
 
 def run_folder_name(store: RunStore) -> str:
     """``cluster-eval-<date>-<time>`` from the run's stamp (with the store's ``-2`` when one repeats)."""
-    state = store.load_state()
-    run_id = store.run_id
-    suffix = run_id[len(state.name) + 1:] if run_id.startswith(state.name + "-") else run_id
-    return f"cluster-eval-{suffix}"
+    return f"cluster-eval-{trash_stamp(store)}"
 
 
 def trash_stamp(store: RunStore) -> str:
-    return run_folder_name(store).removeprefix("cluster-eval-")
+    state = store.load_state()
+    run_id = store.run_id
+    return run_id[len(state.name) + 1:] if run_id.startswith(state.name + "-") else run_id
 
 
-def is_node_local_tmp(path: str, shared: bool) -> bool:
-    return not shared and inside(path, NODE_LOCAL_TMP)
+def folder_name_pattern(store: RunStore) -> re.Pattern[str]:
+    """The run folder names this run may have used: its stamp, plus a token when another run
+    (same name, same minute, another controller or reports folder) already held the plain one."""
+    return re.compile(re.escape(run_folder_name(store)) + r"(-[0-9a-f]{6})?")
 
 
 @dataclass(frozen=True)
@@ -146,6 +212,10 @@ class Scratch:
         self.store = store
         self._lock = threading.Lock()
         self._areas: list[ScratchArea] = self._load(AREAS_FILE, ScratchArea)
+        folder = self._load_folder()
+        self._name: str = folder.get("name", "") or run_folder_name(store)
+        self._nonce: str = folder.get("nonce", "") or secrets.token_hex(8)
+        self._name_fixed = bool(folder.get("name")) or bool(self._areas)  # a path was already used
 
     # -- bookkeeping in the raw folder ------------------------------------------------------
     def _load(self, rel: str, cls: type) -> list:
@@ -154,17 +224,32 @@ class Scratch:
             return []
         return [from_dict(cls, d) for d in json.loads(path.read_text())]
 
+    def _load_folder(self) -> dict:
+        path = self.store.raw_dir / FOLDER_FILE
+        try:
+            data = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
     def _save_areas(self) -> None:
+        self.store.write_raw(FOLDER_FILE, json.dumps({"name": self._name, "nonce": self._nonce}, indent=2) + "\n")
         self.store.write_raw(AREAS_FILE, json.dumps([to_dict(a) for a in self._areas], indent=2) + "\n")
 
     def areas(self) -> list[ScratchArea]:
         with self._lock:
             return list(self._areas)
 
+    @property
+    def marker(self) -> str:
+        """What the run writes into every folder it creates, and what cleanup insists on finding."""
+        return f"clustereval run {self.store.run_id} {self._nonce}"
+
     # -- paths ------------------------------------------------------------------------------
     def path_for(self, mount: str) -> str:
         mount = check_declared(self.config, mount)
-        return posixpath.join(scratch_root(self.config, mount), run_folder_name(self.store))
+        self._name_fixed = True  # a caller now holds the path: the name can no longer change
+        return posixpath.join(scratch_root(self.config, mount), self._name)
 
     def is_shared(self, mount: str) -> bool:
         return any(inside(mount, s) for s in map(normalize, self.config.shared_paths))
@@ -174,35 +259,46 @@ class Scratch:
         """The run's folder on ``mount`` as ``node`` sees it, created (and recorded) when new."""
         declared = check_declared(self.config, mount)
         shared = self.is_shared(declared)
-        path = self.path_for(declared)
         with self._lock:
+            path = posixpath.join(scratch_root(self.config, declared), self._name)
             for area in self._areas:
                 if area.path == path and (area.shared or area.node == node.name):
                     if self._exists(node, path):
                         return area
-            root = posixpath.dirname(path)
-            res = self.transport.run(node, ["sh", "-c", _CREATE, "sh", root, path, declared], timeout_s=60)
-            if not res.ok:
+            res = self._create(node, declared, path)
+            why = _last_line(res.stderr) or f"exit {res.rc}"
+            if res.rc == 8 and not self._name_fixed:
+                # another run of the same name and minute holds the plain name on this mount
+                self._name = f"{run_folder_name(self.store)}-{secrets.token_hex(3)}"
+                path = posixpath.join(scratch_root(self.config, declared), self._name)
+                res = self._create(node, declared, path)
                 why = _last_line(res.stderr) or f"exit {res.rc}"
-                if "File exists" in why and not any(a.path == path for a in self._areas):
-                    raise ScratchError(f"{node.name}: {path} already exists and this run did not create it",
-                                       "move it out of the way or set scratch_root in cluster.toml")
-                if "File exists" not in why:
-                    raise ScratchError(f"{node.name}: cannot create the scratch folder {path}: {why}",
-                                       _create_hint(why, declared))
+            if res.rc == 8:
+                raise ScratchError(f"{node.name}: {path} already exists and this run did not create it",
+                                   "move it out of the way or set scratch_root in cluster.toml")
+            if not res.ok:
+                raise ScratchError(f"{node.name}: cannot create the scratch folder {path}: "
+                                   f"{why.split(': ', 1)[1] if why.startswith(('no-mount', 'not-private')) else why}",
+                                   _create_hint(why, declared, scratch_root(self.config, declared)))
+            self._name_fixed = True
             real = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
             if len(real) == 2 and not inside(real[1], real[0]):
-                # a symlinked <user> folder pointing elsewhere would put the scratch outside the mount
-                self.transport.run(node, ["rmdir", "--", path], timeout_s=30)
+                # a symlinked mount component pointing elsewhere would put the scratch outside the mount
+                self.transport.run(node, ["sh", "-c", 'rm -f -- "$1/.clustereval-run" && rmdir -- "$1"', "sh",
+                                          path], timeout_s=30)
                 raise ScratchError(f"{node.name}: {path} resolves to {real[1]}, outside {declared}",
                                    "point scratch_root at a real folder on that mount")
             area = ScratchArea(node=node.name, mount=declared, path=path,
                                trash_root=posixpath.join(scratch_root(self.config, declared), "trash"),
-                               shared=shared, node_local_tmp=is_node_local_tmp(path, shared),
-                               created_utc=utc_now_iso())
+                               shared=shared, node_local_tmp=False, created_utc=utc_now_iso())
             self._areas = [a for a in self._areas if not (a.path == path and a.node == node.name)] + [area]
             self._save_areas()
             return area
+
+    def _create(self, node: Node, declared: str, path: str):  # noqa: ANN202 - CommandResult
+        root = posixpath.dirname(path)
+        return self.transport.run(node, ["sh", "-c", _CREATE, "sh", declared, root, path, self.marker],
+                                  timeout_s=60)
 
     def _exists(self, node: Node, path: str) -> bool:
         return self.transport.run(node, ["test", "-d", path], timeout_s=30).ok
@@ -243,44 +339,78 @@ class Scratch:
         return sum(int(x) for x in res.stdout.split() if x.isdigit())
 
     # -- cleanup ----------------------------------------------------------------------------
-    def cleanup(self, nodes: list[Node], areas: list[ScratchArea] | None = None) -> list[ScratchMove]:
-        """Move every recorded folder (or ``areas``) to its trash; delete node-local /tmp ones."""
+    def refusal(self, area: ScratchArea) -> str:
+        """Why the controller will not even ask a node to clear ``area`` ('' when it may ask).
+
+        Only the config as it is now and the run's own name count: the recorded entry says which
+        folder to look at, never that it may be deleted."""
+        mount = normalize(area.mount)
+        if mount not in declared_mounts(self.config):
+            return f"its mount {area.mount} is not declared in this cluster.toml (local_scratch, shared_paths)"
+        if normalize(area.path) != area.path or posixpath.dirname(area.path) != scratch_root(self.config, mount):
+            return (f"it is not of the form {scratch_root(self.config, mount)}/{run_folder_name(self.store)}, "
+                    "the only place this run creates folders")
+        if not folder_name_pattern(self.store).fullmatch(posixpath.basename(area.path)):
+            return f"its name is not this run's ({run_folder_name(self.store)})"
+        return ""
+
+    def cleanup(self, nodes: list[Node], areas: list[ScratchArea] | None = None, *,
+                save: bool = True) -> list[ScratchMove]:
+        """Move every recorded folder (or ``areas``) to its trash; delete node-local /tmp ones.
+
+        Areas are cleared in parallel, each within ``CLEAR_TIMEOUT_S``. ``save=False``: the caller
+        shows the result first and saves it with ``save_moves`` (a full disk must not hide it)."""
         todo = self.areas() if areas is None else list(areas)
         by_name = {n.name: n for n in nodes}
         stamp = trash_stamp(self.store)
-        moves: list[ScratchMove] = []
+        jobs: list[tuple[ScratchArea, list[Node]]] = []
         done: set[str] = set()
         for area in todo:
-            key = area.path if area.shared else f"{area.node}:{area.path}"
+            shared = self.is_shared(normalize(area.mount))
+            key = area.path if shared else f"{area.node}:{area.path}"
             if key in done:
                 continue
             done.add(key)
             candidates = ([by_name[area.node]] if area.node in by_name else [])
-            if area.shared:
+            if shared:
                 candidates += [n for n in nodes if n.name != area.node]
-            moves.append(self._clear(area, candidates, stamp))
-        if moves:
-            previous = self._load(CLEANUP_FILE, ScratchMove)
-            self.store.write_raw(CLEANUP_FILE, json.dumps([to_dict(m) for m in previous + moves], indent=2) + "\n")
+            jobs.append((area, candidates))
+        moves = _interruptible_parallel(jobs, lambda job: self._clear(job[0], job[1], stamp))
+        if save:
+            self.save_moves(moves)
         return moves
 
+    def save_moves(self, moves: list[ScratchMove]) -> None:
+        """Add ``moves`` to ``scratch/cleanup.json`` (raises ``StoreError`` when the disk refuses)."""
+        if moves:
+            try:
+                previous = self._load(CLEANUP_FILE, ScratchMove)
+            except (OSError, ValueError):
+                previous = []
+            self.store.write_raw(CLEANUP_FILE, json.dumps([to_dict(m) for m in previous + moves], indent=2) + "\n")
+
     def _clear(self, area: ScratchArea, candidates: list[Node], stamp: str) -> ScratchMove:
-        trash_dir = posixpath.join(area.trash_root, stamp)
+        mount = normalize(area.mount)
+        why = self.refusal(area)
+        if why:
+            return ScratchMove(node=area.node, path=area.path, action="refused", error=why,
+                               finished_utc=utc_now_iso())
+        shared = self.is_shared(mount)
+        trash_dir = posixpath.join(scratch_root(self.config, mount), "trash", stamp)
         if not candidates:
             return ScratchMove(node=area.node, path=area.path, action="failed", trash_dir=trash_dir,
                                error=f"{area.node} is not in this cluster's node list", finished_utc=utc_now_iso())
         last_error = ""
+        argv = ["sh", "-c", _CLEAR, "sh", area.path, mount, self.marker, trash_dir, "1" if shared else "0",
+                "0" if shared else "1"]
         for node in candidates:
-            if area.node_local_tmp:
-                argv = ["sh", "-c", _DELETE, "sh", area.path]
-            else:
-                argv = ["sh", "-c", _MOVE, "sh", area.path, trash_dir]
             try:
-                res = self.transport.run(node, argv, timeout_s=900)
+                res = self.transport.run(node, argv, timeout_s=CLEAR_TIMEOUT_S)
             except TransportError as exc:
                 last_error = exc.message
                 continue
             out = _last_line(res.stdout)
+            err = _last_line(res.stderr)
             if res.ok and out == "absent":
                 return ScratchMove(node=node.name, path=area.path, action="absent", finished_utc=utc_now_iso())
             if res.ok and out.startswith("deleted "):
@@ -289,12 +419,43 @@ class Scratch:
             if res.ok and out.startswith("moved "):
                 _, size, target = out.split(" ", 2)
                 return ScratchMove(node=node.name, path=area.path, action="moved", moved_to=target,
-                                   size_bytes=_int(size), trash_dir=trash_dir, shared=area.shared,
+                                   size_bytes=_int(size), trash_dir=trash_dir, shared=shared,
+                                   finished_utc=utc_now_iso())
+            if res.timed_out:
+                return ScratchMove(node=node.name, path=area.path, action="failed", trash_dir=trash_dir,
+                                   error=f"the mount did not answer within {CLEAR_TIMEOUT_S} s (hung?); the folder "
+                                         "is left in place", finished_utc=utc_now_iso())
+            if res.rc == 10:
+                return ScratchMove(node=node.name, path=area.path, action="refused",
+                                   error=err.removeprefix("refused: ") or "refused on the node",
                                    finished_utc=utc_now_iso())
             return ScratchMove(node=node.name, path=area.path, action="failed", trash_dir=trash_dir,
-                               error=_last_line(res.stderr) or f"exit {res.rc}", finished_utc=utc_now_iso())
+                               error=err or f"exit {res.rc}", finished_utc=utc_now_iso())
         return ScratchMove(node=area.node, path=area.path, action="failed", trash_dir=trash_dir,
                            error=last_error or "no node reachable", finished_utc=utc_now_iso())
+
+
+def _interruptible_parallel(jobs: list, fn) -> list:  # noqa: ANN001
+    """``fn`` over ``jobs`` on daemon threads, results in order; the waiting main thread still takes
+    Ctrl-C (a pool's shutdown would hold it until the slowest mount answered)."""
+    results: list = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            results[i] = fn(jobs[i])
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
+    return results
 
 
 def scratch_for(ctx) -> Scratch:  # noqa: ANN001 - RunContext; imported lazily to keep layers one-way
@@ -318,8 +479,13 @@ def _gib(num_bytes: int) -> str:
     return human_bytes(num_bytes)
 
 
-def _create_hint(why: str, mount: str) -> str:
+def _create_hint(why: str, mount: str, root: str) -> str:
     low = why.lower()
+    if why.startswith("no-mount"):
+        return f"{mount} is named in cluster.toml but is not there; mount it, or fix local_scratch / shared_paths"
+    if why.startswith("not-private"):
+        return (f"{root} must be a folder of the eval user that only it can write: `chown $(id -u) {root} && "
+                f"chmod go-w {root}` on the node, or set scratch_root in cluster.toml to a folder it owns")
     if "read-only" in low:
         return f"{mount} is mounted read-only; give a writable path in cluster.toml"
     if "no space" in low:

@@ -36,7 +36,6 @@ from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
 SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the filesystem's
-LAYOUT_ALLOWANCE_S = 4 * 3600  # laying out 16 x 1 GiB on a slow network FS can take hours
 PROGRESS_EVERY_S = 30.0
 CONCURRENT_BYTES = 2**30
 MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
@@ -60,6 +59,7 @@ class StoragePhase:
         self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
         self.fio = fio
         self.concurrent_bytes = concurrent_bytes
+        self._layout_seen_s: dict[tuple[str, int], float] = {}  # (mount, size) -> layout the first run took
         self._write_bytes_s = 0.0  # last write rate measured: estimates how long laying out read files takes
 
     def applies(self, ctx: RunContext) -> bool:
@@ -262,11 +262,14 @@ class StoragePhase:
         pidfile = posixpath.join(area.path, "fio.pid")
         cell = FioCell(file_size_bytes=size, rw=rw, argv=argv)
         result: dict[str, CommandResult | BaseException] = {}
+        # bounded by the work: a 16 KiB run on a hung mount is given up in minutes, not hours
+        limit_s = fio_probe.run_timeout_s(size, runtime, ramp, write_bytes_s=self._write_bytes_s,
+                                          layout_seen_s=self._layout_seen_s.get((mount, size)))
 
         def target() -> None:
             try:
                 result["res"] = ctx.transport.run(node, ["sh", "-c", _WITH_PIDFILE, pidfile, *argv],
-                                                  timeout_s=runtime + ramp + LAYOUT_ALLOWANCE_S)
+                                                  timeout_s=limit_s)
             except BaseException as exc:  # noqa: BLE001 - handed to the phase's thread below
                 result["exc"] = exc
 
@@ -309,9 +312,14 @@ class StoragePhase:
         raw = f"storage/fio-{label}-{fio_probe.fio_size_arg(size)}-{rw}.json"
         ctx.raw(raw, res.stdout if res.stdout.strip() else res.stderr)
         cell.raw_json = raw
-        if not res.ok:
-            cell.error = _last(res.stderr) or ("timed out" if res.timed_out else f"fio exited {res.rc}")
+        if res.timed_out:
+            cell.error = (f"fio did not finish within {limit_s:.0f} s on {mount} (the mount may be hung; "
+                          f"{fio_probe.iec_label(size)} files, {runtime + ramp:.0f} s timed)")
             return cell
+        if not res.ok:
+            cell.error = _last(res.stderr) or f"fio exited {res.rc}"
+            return cell
+        self._layout_seen_s.setdefault((mount, size), max(0.0, cell.seconds - runtime - ramp))
         try:
             summary = fio_probe.parse_fio_json(res.stdout)
         except fio_probe.FioOutputError as exc:

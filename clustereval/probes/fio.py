@@ -74,6 +74,24 @@ def bytes_written_at_once(file_size_bytes: int) -> int:
     return NUM_JOBS * file_size_bytes
 
 
+SLOWEST_LAYOUT_BYTES_S = 4 * 2**20  # the slowest file creation still called working (a slow network FS)
+RUN_MARGIN_S = 120  # process start, fio's own setup and unlink, a loaded node
+
+
+def run_timeout_s(file_size_bytes: int, runtime_s: float, ramp_s: float, *, write_bytes_s: float = 0.0,
+                  layout_seen_s: float | None = None) -> float:
+    """How long one fio run may take before its mount counts as hung: the timed window, plus laying
+    out its files. The layout is bounded by the files' size at the slowest rate still called working
+    (or a quarter of the write rate measured, when that is slower to reach); once a run of this size
+    has been seen, four times the layout it took (never below the margin)."""
+    data = bytes_written_at_once(file_size_bytes)
+    rate = max(write_bytes_s / 4, SLOWEST_LAYOUT_BYTES_S) if write_bytes_s > 0 else SLOWEST_LAYOUT_BYTES_S
+    layout = data / rate
+    if layout_seen_s is not None:
+        layout = min(layout, max(4 * layout_seen_s, RUN_MARGIN_S))
+    return runtime_s + ramp_s + RUN_MARGIN_S + layout
+
+
 @dataclass
 class FioSummary:
     """One run's figures, as the report's tables use them."""

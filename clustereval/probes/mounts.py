@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 
 from clustereval.probes._text import body, size_bytes
+from clustereval.redact import mount_options
 
 
 def _unescape(text: str) -> str:
@@ -60,7 +61,7 @@ def parse_findmnt(text: str, columns: tuple[str, ...] = ("TARGET", "SOURCE", "FS
             source, fsroot = m.group(1), fsroot or m.group(2)
         out.append(Mount(target=row.get("TARGET", ""), source=source, fstype=row.get("FSTYPE", ""),
                          size_bytes=size_bytes(row.get("SIZE", "")), majmin=row.get("MAJ:MIN", ""),
-                         fsroot=fsroot, options=row.get("OPTIONS", "")))
+                         fsroot=fsroot, options=mount_options(row.get("OPTIONS", ""))))
     return out
 
 
@@ -77,7 +78,7 @@ def parse_proc_mounts(text: str) -> list[Mount]:
         parts = line.split()
         if len(parts) >= 4 and (parts[1].startswith("/")):
             out.append(Mount(target=_unescape(parts[1]), source=_unescape(parts[0]), fstype=parts[2],
-                             options=parts[3]))
+                             options=mount_options(parts[3])))
     return out
 
 

@@ -122,6 +122,7 @@ _NODE_PROBE_SCRIPT = r"""
 python=$1 endpoint=$2 want=$3; shift 3
 case $want in *g*) echo "@@gpus"; nvidia-smi -L 2>&1; echo "@@rc $?";; esac
 echo "@@paths"; for p in "$@"; do [ -d "$p" ] || echo "$p"; done
+echo "@@unwritable"; for p in "$@"; do if [ -d "$p" ] && [ ! -w "$p" ]; then echo "$p"; fi; done
 case $want in *f*) echo "@@facts"; "$python" -c "$FACTS" "$endpoint" 2>&1; echo "@@rc $?";; esac
 case $want in *e*) echo "@@env"; env; echo "@@rc $?";; esac
 true
@@ -144,6 +145,7 @@ class NodeProbe:
     gpus: int | None = None  # None: not asked
     gpu_note: str = ""  # why none were counted ("nvidia-smi is not installed")
     missing_paths: list[str] = field(default_factory=list)
+    unwritable_paths: list[str] = field(default_factory=list)  # there, but the eval user cannot write
     facts: NodeFacts | None = None
     env: dict[str, str] = field(default_factory=dict)
 
@@ -170,6 +172,7 @@ def parse_node_probe(text: str) -> NodeProbe:
         elif rc != 0:
             probe.gpu_note = (body.strip().splitlines() or [f"nvidia-smi exit {rc}"])[-1][:200]
     probe.missing_paths = [ln for ln in sections.get("paths", []) if ln.strip()]
+    probe.unwritable_paths = [ln for ln in sections.get("unwritable", []) if ln.strip()]
     if "facts" in sections:
         body = "\n".join(sections["facts"])
         probe.facts = parse_node_facts(body)

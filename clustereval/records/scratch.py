@@ -18,7 +18,7 @@ class ScratchArea:
     path: str  # the folder itself
     trash_root: str  # ``<mount>/<user>/trash``: same filesystem, so a move is a rename
     shared: bool = False  # on a shared mount: one folder for every node
-    node_local_tmp: bool = False  # under node-local /tmp: deleted, not moved
+    node_local_tmp: bool = False  # kept for old run folders; cleanup never trusts it (it checks the node)
     created_utc: str = ""
 
 
@@ -28,10 +28,10 @@ class ScratchMove:
 
     node: str
     path: str
-    action: str  # moved | deleted | absent | failed
+    action: str  # moved | deleted | absent | failed (tried, did not work) | refused (not this run's: untouched)
     moved_to: str = ""  # the trash folder it now sits in
     size_bytes: int = 0  # du of the folder before the move
     trash_dir: str = ""  # ``<mount>/<user>/trash/<stamp>``: what a purge would remove
     shared: bool = False  # the trash sits on a shared mount (one purge serves every node)
-    error: str = ""
+    error: str = ""  # why it failed or was refused
     finished_utc: str = ""

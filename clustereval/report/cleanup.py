@@ -30,7 +30,14 @@ def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
                      "a move does not free the space. To free it (it destroys the files, so it is yours to run)"
                      f"{where}: {command}")
     for m in moves:
+        if m.action == "refused":
+            lines.append(f"scratch: REFUSED to clear {m.path} on {m.node}: {m.error}; it was left untouched")
+    for m in moves:
         if m.action == "failed":
-            lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); run "
-                         f"`clustereval cleanup {run_dir}` once the node answers")
+            if run_dir:
+                lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); run "
+                             f"`clustereval cleanup {run_dir}` once the node answers")
+            else:  # preflight keeps no run folder to hand to `clustereval cleanup`
+                lines.append(f"scratch: NOT cleared: {m.path} on {m.node} ({m.error}); it holds only "
+                             f"clustereval's package copy: move it to trash on that mount by hand")
     return lines

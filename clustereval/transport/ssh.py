@@ -4,8 +4,10 @@ The system ``ssh`` binary is used on purpose: the user's ``~/.ssh/config`` (Host
 ProxyJump, ControlMaster), their agent and their known_hosts all keep working. Every option we
 add is built in ``ssh_options`` with the reason it is there.
 
-The remote side gets one string, which a login shell parses; it is always built with
-``shell_join`` so no argument, environment value or path is ever interpreted by that shell.
+The remote login shell only ever parses ``sh -s``: one line of plain words that csh, tcsh, fish or
+any POSIX shell runs the same way. The command itself (built with ``shell_join``, so no argument,
+environment value or path is ever interpreted) goes to that ``sh`` on stdin. Multi-line scripts
+inside quotes on the command line are what csh-family login shells reject ("Unmatched '").
 """
 
 from __future__ import annotations
@@ -93,6 +95,29 @@ def remote_command(argv: list[str], *, env: Mapping[str, str] | None = None, cwd
     if cwd:
         command = f"cd {shlex.quote(cwd)} && {command}"
     return command
+
+
+# What the login shell parses: a POSIX sh that reads the real command from stdin.
+LOGIN_LINE = "sh -s"
+# Characters a csh-family login shell treats specially even inside single quotes.
+_CSH_UNSAFE = ("\n", "!")
+
+
+def remote_script(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                  timeout_s: float | None = None, stdin: str | None = None) -> str:
+    """The script ``sh -s`` reads on the node: the command line, fed ``stdin`` when there is one.
+
+    ``sh`` may read its script ahead in blocks (dash does), so data for the command cannot follow
+    the script on the same stream; it travels inside the script, quoted, piped into the command."""
+    command = remote_command(argv, env=env, cwd=cwd, timeout_s=timeout_s)
+    if stdin:
+        command = f"printf '%s' {shlex.quote(stdin)} | {{ {command}; }}"
+    return command + "\n"
+
+
+def csh_unsafe(line: str) -> str:
+    """The first character of ``line`` a csh-family login shell would change ('' when none)."""
+    return next((c for c in _CSH_UNSAFE if c in line), "")
 
 
 # ---- classifying ssh's own failures ----------------------------------------------------------
@@ -247,11 +272,11 @@ class SshTransport(Transport):
     def run(self, node: Node, argv: list[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
             env: Mapping[str, str] | None = None, cwd: str | None = None,
             stdin: str | None = None) -> CommandResult:
-        command = remote_command(argv, env=env, cwd=cwd, timeout_s=timeout_s)
-        full = self.ssh_argv(node, command)
+        script = remote_script(argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin)
+        full = self.ssh_argv(node, LOGIN_LINE)
         start = time.monotonic()
         try:
-            proc = subprocess.run(full, input="" if stdin is None else stdin, capture_output=True, text=True,
+            proc = subprocess.run(full, input=script, capture_output=True, text=True,
                                   errors="replace", timeout=timeout_s + LOCAL_MARGIN_S)
         except subprocess.TimeoutExpired:
             # the remote `timeout` should have ended it; the connection itself is hanging
@@ -279,12 +304,19 @@ class SshTransport(Transport):
         ``Popen`` object is garbage collected, the remote command is stopped too.
         """
         command = remote_command(argv, env=env, cwd=cwd)
-        wrapped = shell_join(["sh", "-c", _WATCHDOG, "sh", command])
+        # the script line for `sh -s`; exec hands the connection's stdin to the watchdog unread
+        script = ("exec " + shell_join(["sh", "-c", _WATCHDOG, "sh", command]) + "\n").encode()
         # ssh's stdin is a pipe only we hold the write end of (not proc.stdin, which communicate()
-        # would close): it reaches EOF exactly when the handle or this process goes away.
+        # would close): it reaches EOF exactly when the handle or this process goes away. The script
+        # is the only thing ever written to it.
         keep_r, keep_w = os.pipe()
         try:
-            proc = subprocess.Popen(self.ssh_argv(node, wrapped), stdin=keep_r, stdout=subprocess.PIPE,
+            if len(script) >= 32768:
+                raise TransportError(node.name, f"a background command of {len(script)} bytes is too long",
+                                     "pass large inputs as files", error_id="command-too-long",
+                                     where=self.where(node))
+            os.write(keep_w, script)
+            proc = subprocess.Popen(self.ssh_argv(node, LOGIN_LINE), stdin=keep_r, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace",
                                     start_new_session=True)
         except BaseException:
@@ -325,13 +357,19 @@ class SshTransport(Transport):
         script = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
                   'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
                   'else echo "$1: no such file or directory" >&2; exit 2; fi')
-        command = shell_join(["sh", "-c", script, "sh", remote])
+        command = shell_join(["sh", "-c", script, "sh", remote]) + "\n"
         # unbuffered: the type byte must be read alone, the rest of the stream goes to tar untouched
-        proc = subprocess.Popen(self.ssh_argv(node, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self.ssh_argv(node, LOGIN_LINE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, bufsize=0)
         timer = threading.Timer(timeout_s, proc.kill)
         timer.start()
         try:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(command.encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
             assert proc.stdout is not None
             kind = proc.stdout.read(1)
             if kind == b"D":
@@ -365,7 +403,14 @@ class SshTransport(Transport):
                                  where=self.where(node))
 
     def _stream(self, node: Node, script: str, args: list[str], *, stdin, timeout_s: float, what: str) -> None:
+        # stdin carries the data here, so this one-line script stays on the command line; its words
+        # are checked to read the same in a csh-family login shell
         command = shell_join(["sh", "-c", script, "sh", *args])
+        if csh_unsafe(command):
+            raise TransportError(node.name, f"refusing to copy to {args[0]!r}: it holds "
+                                 f"{csh_unsafe(command)!r}, which a csh-family login shell would change",
+                                 "choose a path without that character", error_id="unsafe-remote-line",
+                                 where=self.where(node))
         try:
             proc = subprocess.run(self.ssh_argv(node, command), stdin=stdin, capture_output=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
