@@ -1,10 +1,17 @@
 """The eval Python phase, run for real over the local transport."""
 
+import os
 import sys
 
 from clustereval.config import Config
 from clustereval.phases.base import RunContext
-from clustereval.phases.evalpython import EvalPythonPhase, cuda_tags_for, parse_index_versions
+from clustereval.phases.evalpython import (
+    EvalPythonPhase,
+    cuda_tags_for,
+    parse_available_versions,
+    parse_index_versions,
+    pick_default_index_version,
+)
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -44,8 +51,17 @@ def test_interpreter_without_torch_is_a_gap_naming_the_node(tmp_path):
     assert any("here" in g.text and "cannot import torch" in g.text for g in rec.gaps)
 
 
-def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path):
+def _no_default_index(monkeypatch):
+    """pip's own configured index refuses too: no config file, no find-links, an index on a closed port."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path, monkeypatch):
     # port 9 on loopback refuses at once: the same answer a node without internet gets, only faster
+    _no_default_index(monkeypatch)
     ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl")
     rec = EvalPythonPhase().run(ctx)
     assert rec.mode == "node-python" and ctx.eval_python == "python3"
@@ -62,3 +78,44 @@ def test_worker_on_another_interpreter_is_caught(tmp_path):
     assert interpreter_mismatch(ctx, "here", {"executable": sys.executable, "torch": torch_version}) == ""
     assert "not the eval Python" in interpreter_mismatch(ctx, "here", {"executable": "/usr/bin/python2"})
     assert "torch 1.0" in interpreter_mismatch(ctx, "here", {"executable": sys.executable, "torch": "1.0"})
+
+
+def test_the_chain_reaches_fallback_python_before_the_node_python(tmp_path, monkeypatch):
+    _no_default_index(monkeypatch)
+    ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl", fallback_python=sys.executable)
+    rec = EvalPythonPhase().run(ctx)
+    assert (rec.mode, rec.source) == ("fallback", "fallback-python") and ctx.eval_python == sys.executable
+    assert rec.status == "ok" and rec.torch
+    # both indexes were asked, in order, and each said why it gave nothing
+    assert [t.split(":")[0] for t in rec.tried] == ["PyTorch index cpu", "pip's configured index"]
+    (gap,) = rec.gaps
+    assert "`fallback_python`" in gap.text and "could not be verified as the newest" in gap.text
+    assert sys.executable not in gap.text + gap.plan
+
+
+def test_a_fallback_python_without_torch_goes_on_to_the_node_python(tmp_path, monkeypatch):
+    _no_default_index(monkeypatch)
+    ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl", fallback_python="/bin/false")
+    rec = EvalPythonPhase().run(ctx)
+    assert rec.source == "node-python" and ctx.eval_python == "python3"
+    assert any(t.startswith("fallback_python:") for t in rec.tried)
+
+
+def test_no_gap_text_carries_an_interpreter_path(tmp_path, monkeypatch):
+    _no_default_index(monkeypatch)
+    ctx = _ctx(tmp_path, eval_python=str(tmp_path / "venv" / "bin" / "python3"))
+    rec = EvalPythonPhase().run(ctx)
+    assert rec.status == "failed"
+    for gap in rec.gaps:
+        assert str(tmp_path) not in gap.text + gap.plan and "venv" not in gap.text + gap.plan
+
+
+def test_default_index_versions_are_read_and_the_cpu_build_preferred_without_a_gpu():
+    text = ("torch (2.15.0)\nAvailable versions: 2.15.0, 2.14.1, 2.13.0+cpu, 2.13.0, 2.12.1\n"
+            "  INSTALLED: 2.13.0+cpu\n  LATEST:    2.15.0\n")
+    listed = parse_available_versions(text)
+    assert listed[:3] == ["2.15.0", "2.14.1", "2.13.0+cpu"]
+    assert pick_default_index_version(listed, "cpu") == "2.13.0+cpu"
+    assert pick_default_index_version(listed, "cu130") == "2.15.0"
+    assert pick_default_index_version(["2.15.0", "2.14.1"], "cpu") == "2.15.0"
+    assert parse_available_versions("ERROR: No matching distribution found for torch") == []
