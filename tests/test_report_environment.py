@@ -62,7 +62,8 @@ def test_saturated_clock_comes_from_the_compute_record_when_present():
 def test_newest_torch_note_only_when_the_eval_python_verified_it():
     rec = h200_record(1)
     plain = render({"environment": rec, "evalpython": EvalPythonRecord(torch="2.11.0+cu130", verified_newest=False)})
-    assert "| torch | 2.11.0+cu130 |" in plain
+    # the table says it could not be verified, and the reason is in the Gaps of the section it affects
+    assert "| torch | 2.11.0+cu130 (not verified as the newest release, see Gaps) |" in plain
     noted = render({"environment": rec, "evalpython": EvalPythonRecord(torch="2.11.0+cu130", verified_newest=True)})
     assert "| torch | 2.11.0+cu130 (the newest release on the PyTorch wheel index at eval time) |" in noted
 
@@ -121,9 +122,13 @@ def test_cpu_only_node_title_and_gaps():
     assert lint_text(md) == [], [str(p) for p in lint_text(md)]
     assert md.splitlines()[0] == "# Cluster eval: 1 node without GPUs"
     assert "- Nodes / GPUs: 1 node (`cpu1`), no GPU visible (no NVIDIA driver found)" in md
-    assert "### GPU" not in md and "### Fabric" not in md
-    assert "### Gaps\n\n- The block device list of `cpu1` could not be read." in md
-    assert "host, mounts, software (inventory, not a benchmark)" in md
+    # the five tables always, and no Gaps under Environment: an inventory problem is said in the
+    # section it affects (none rendered here, so the close-out alone carries it)
+    assert "### GPU\n\n| GPU | value |\n| --- | --- |\n| GPU name × count per node | no GPU visible (no NVIDIA driver found) |" in md
+    assert "| Intra-node | no GPU on the node, so no GPU interconnect |" in md
+    assert "| Inter-node adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in md
+    assert "### Gaps" not in md
+    assert "host, GPU, fabric, mounts, software (inventory, not a benchmark)" in md
 
 
 def test_golden_head():

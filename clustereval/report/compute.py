@@ -18,7 +18,7 @@ from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
 from clustereval.report.markdown import Document
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 TFLOPS_TABLE_URL = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
                     "#tflops-comparison-table")
@@ -132,6 +132,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     env = view.get("environment")
     asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
     _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
+    result.gaps += setup_gaps(view, "compute", result.gaps)
     render_gaps(doc, result.gaps)
     return result
 

@@ -18,7 +18,7 @@ from clustereval.records.network import (
 )
 from clustereval.report.markdown import Document
 from clustereval.report.network_plots import iec
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
        "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
@@ -102,6 +102,7 @@ def render_network(view: RunView, doc: Document) -> SectionResult:
     gaps: list[Gap] = []
     for rec in (conn, ar, pw):
         gaps += list(getattr(rec, "gaps", []) or [])
+    gaps += setup_gaps(view, "network", gaps)
     _launcher_findings(conn, ar, out)
     out.gaps += gaps
     render_gaps(doc, gaps)

@@ -35,7 +35,7 @@ from clustereval.records.storage import (
     iec_label,
 )
 from clustereval.report.markdown import Document
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 FIO_URL = "https://github.com/axboe/fio"
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
@@ -144,9 +144,10 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
         write_shared(doc, heading, group, local, first=group is shared_groups[0])
     if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
         write_concurrent(doc, rec.concurrent, view)
-    render_gaps(doc, rec.gaps)
+    gaps = list(rec.gaps) + setup_gaps(view, "storage", rec.gaps)
+    render_gaps(doc, gaps)
     findings = storage_findings(rec, targets)
-    return SectionResult(findings=findings, gaps=list(rec.gaps))
+    return SectionResult(findings=findings, gaps=gaps)
 
 
 # ---- Existing Partitions ----------------------------------------------------------------------
