@@ -70,7 +70,7 @@ class StoragePhase:
             self.concurrent_bytes = ctx.profile.concurrent_write_bytes
         rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
-                            targets=list(ctx.config.targets.storage))
+                            targets=list(ctx.config.targets.storage), shared_paths=list(ctx.config.shared_paths))
         node = ctx.nodes[0]
         scratch = scratch_for(ctx)
         for name, path in TOOL_SOURCES.items():
