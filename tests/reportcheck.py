@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 FORBIDDEN = (r"\b0 ranks?\b", r"\bno rank count\b", r"\b0 B to 0 B\b", r"\b0 nodes?\b", r"\bfrom 0 B\b",
-             r"\bno figure\b", r"\b0 runs?\b", r"\b0 pairs?\b")
+             r"\bno figure\b", r"\b0 runs?\b", r"\*\*0\.00 GBps\*\*")
 ENV_TABLES = ("Host", "GPU", "Fabric", "Filesystems", "Software")
 # Introduction item -> the heading its results sit under (Network's connectivity item holds its own result)
 ITEM_HEADINGS = {
@@ -145,6 +145,13 @@ def _network(secs: dict[str, Section], records: dict) -> list[str]:
             out.append("connectivity verdict in the Introduction is not the record's")
         if not conn.allreduce_ok and "completed one all-reduce" in intro:
             out.append("a failed connectivity check described as having completed its all-reduce")
+    pw = records.get("pairwise")
+    pair_text = " ".join(sec.subs.get("Pairwise all-reduce benchmark", []))
+    m = re.search(r"Mean busbw over the (\d+) pairs?", pair_text)
+    if pw is not None and m:
+        done = sum(1 for p in pw.pairs if p.busbw_gb_s is not None)
+        if int(m.group(1)) != done:
+            out.append(f"a mean 'over the {m.group(1)} pairs' when {done} pairs completed")
     ar = records.get("allreduce")
     if ar is not None and "our all-reduce benchmark" in intro:
         ranks = [s.num_ranks for s in list(ar.intra) + ([ar.inter] if ar.inter else []) if s.rows]
@@ -178,9 +185,6 @@ def _storage(secs: dict[str, Section]) -> list[str]:
         distinct = len({row[0] for row in t})
         if m and int(m.group(1)) != distinct:
             out.append(f"`{h}` says {m.group(1)} file sizes; its table has {distinct}")
-    for f in sec.subs.get("Findings", []):
-        if "no figure" in f:
-            out.append("a Storage finding quotes a cell with no figure")
     return out
 
 

@@ -211,7 +211,8 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
     who = WHO.get(env.nvls_source, env.nvls_source)
-    text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring busbw it "
+    busbw = "busbw" if ar is not None else "bus bandwidth"  # busbw is expanded by the sweep's item
+    text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring " + busbw + " it "
             "typically gains about 30% intra-node and about 25% inter-node, it does not speed up all-gather or "
             "reduce-scatter, and it is a different feature from InfiniBand switch SHARP. "
             f"`NCCL_NVLS_ENABLE={env.nvls_enable}` (0 = force off, 1 = require NVLS, 2 = auto) was set by {who}.")
