@@ -27,7 +27,6 @@ from clustereval.records.network import (
     ConnectivityRecord,
     LaunchInfo,
     NcclEnvInfo,
-    NodeSuspect,
     PairResult,
     PairwiseRecord,
 )
