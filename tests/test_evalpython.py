@@ -119,3 +119,25 @@ def test_default_index_versions_are_read_and_the_cpu_build_preferred_without_a_g
     assert pick_default_index_version(listed, "cu130") == "2.15.0"
     assert pick_default_index_version(["2.15.0", "2.14.1"], "cpu") == "2.15.0"
     assert parse_available_versions("ERROR: No matching distribution found for torch") == []
+
+
+def test_a_missing_torch_stops_the_torch_passes_with_a_gap_never_a_launcher_finding(tmp_path, monkeypatch):
+    from clustereval.phases.network import AllreducePhase, ConnectivityPhase
+    from clustereval.report.render import RunView, render_report
+    from clustereval.runner import run_phase
+
+    _no_default_index(monkeypatch)
+    ctx = _ctx(tmp_path, eval_python="/bin/false")
+    ctx.records["evalpython"] = EvalPythonPhase().run(ctx)
+    assert ctx.records["evalpython"].status == "failed"
+    for phase in (ConnectivityPhase(), AllreducePhase()):
+        rec = run_phase(phase, ctx)
+        ctx.records[phase.name] = rec
+        assert rec.status == "failed"
+        (gap,) = rec.gaps
+        assert "cannot import torch on here" in gap.text and gap.plan
+    view = RunView(name="t", stamp="2026-11-30-1938Z", raw_rel="raw-t", access="local", records=ctx.records)
+    out = render_report(view)
+    assert not [f for f in out.findings if f.subsystem in ("torchrun", "fabric")]
+    network = out.markdown.split("## Network")[1]
+    assert "### Introduction" not in network and "cannot import torch" in network.split("### Gaps")[1]

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
-from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
+from clustereval.phases.remote import (
+    ensure_node_scratch,
+    interpreter_mismatch,
+    require_torch,
+    worker_argv,
+    worker_env,
+)
 from clustereval.phases.tools import publish_source
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
@@ -139,6 +145,7 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 def copy_tool(ctx: RunContext) -> str:
     """The worker's exact source (and the search it imports, beside it) into the raw folder; the
     report links it. Returns the path inside the raw folder."""
+    require_torch(ctx)
     link = publish_source(ctx, "clustereval.workers.matmul")
     ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
     return link.removeprefix(f"{ctx.store.raw_rel}/")

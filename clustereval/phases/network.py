@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clustereval.phases.base import RunContext
+from clustereval.phases.remote import require_torch
 from clustereval.phases.torchrun import (
     LaunchResult,
     endpoint_host,
@@ -44,6 +45,7 @@ TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
 
 def copy_tools(ctx: RunContext) -> None:
     """The exact worker sources that produced the numbers, for the report to link."""
+    require_torch(ctx)
     for name in TOOL_FILES:
         ctx.raw(f"tools/{name}", (WORKERS_DIR / name).read_text())
 
