@@ -145,8 +145,11 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
 
 def no_shared_gap(rec: StorageRecord) -> list[Gap]:
     """The runbook scans a shared filesystem too; with none named that scan did not run (said once)."""
-    if rec.shared_paths is None or rec.shared_paths or rec.shared:
+    if rec.shared_paths or rec.shared:
         return []
+    if rec.shared_paths is None and (any(p.shared for p in rec.partitions)
+                                     or any("shared" in g.text.lower() for g in rec.gaps)):
+        return []  # a record from before shared_paths was kept: only a run with no shared mount at all counts
     concurrent = ", and the concurrent write from every node" if rec.num_nodes >= 2 else ""
     return [Gap(phase="storage",
                 text=f"No shared filesystem was named, so the shared `fio` scan{concurrent} did not run: the figures "
