@@ -370,3 +370,19 @@ def test_node_setup_gaps_are_said_once_in_the_section_they_affect():
     assert "the newest release there at eval time was 2.12.0+cu130" in sections["Environment"]
     texts = [g.text for g in out.gaps]
     assert len(texts) == len(set(texts)) and not any(t.startswith("[`dcgmi`]") for t in texts)
+
+
+def test_the_example_report_is_its_records_rendered_and_lint_clean():
+    """examples/ holds a real run: the committed report is exactly what the renderer makes of its records."""
+    from pathlib import Path
+
+    from clustereval.runner import load_records
+    from clustereval.runner import render as render_run
+    from clustereval.store import RunStore
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    (report,) = sorted(examples.glob("*.md"))
+    store = RunStore.open(examples / f"raw-{report.stem}")
+    assert render_run(store, "local").markdown == report.read_text()
+    assert problems(report.read_text(), load_records(store)) == []
+    assert run_cli("lint", str(report), timeout=120).returncode == 0
