@@ -92,6 +92,7 @@ def _copy_checkout(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.timeout(3000)  # a torch wheel into a new venv, then the whole pipeline, on a loaded machine
 def test_readme_first_command_in_a_fresh_venv_without_torch(tmp_path):
     """A new user's first run: a venv with no torch, the package installed as the README says, the
     README's first command. The PyTorch wheel index is not reachable here, pip's configured index is:
