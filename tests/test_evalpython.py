@@ -141,3 +141,18 @@ def test_a_missing_torch_stops_the_torch_passes_with_a_gap_never_a_launcher_find
     assert not [f for f in out.findings if f.subsystem in ("torchrun", "fabric")]
     network = out.markdown.split("## Network")[1]
     assert "### Introduction" not in network and "cannot import torch" in network.split("### Gaps")[1]
+
+
+def test_preflight_says_whether_torch_is_there_without_gating_on_it(tmp_path):
+    from clustereval.phases.preflight import PreflightPhase
+
+    ctx = _ctx(tmp_path, eval_python="/bin/false")
+    (tmp_path / "scratch").mkdir()
+    rec = PreflightPhase().run(ctx)
+    (probe,) = [p for p in rec.probes if p.kind == "torch"]
+    assert not probe.ok and not probe.gating and "`eval_python` cannot import torch" in probe.detail
+    assert "/bin/false" not in probe.detail
+    ctx = _ctx(tmp_path, eval_python=sys.executable)
+    rec = PreflightPhase().run(ctx)
+    (probe,) = [p for p in rec.probes if p.kind == "torch"]
+    assert probe.ok and probe.detail.startswith("torch 2.")

@@ -23,6 +23,7 @@ class ProbeResult:
     """One reachability probe: SSH hostname, TCP to the rendezvous, gloo all-reduce."""
 
     kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "tcp" | "gloo" | "peer-ssh" | "paths"
+    # | "torch" (informational: whether the node's interpreter imports torch before the eval Python phase)
     node: str
     ok: bool
     detail: str = ""  # the hostname that came back, or the one-line error
