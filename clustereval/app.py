@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clustereval.compare import save_summary
 from clustereval.config import Config
 from clustereval.errors import (
     EXIT_FAILED,
@@ -70,18 +71,20 @@ class _Interrupts:
 
 
 def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir: Path | None,
-             reports_dir: Path | None, console: Console, out: Console, debug: bool = False) -> int:
+             reports_dir: Path | None, console: Console, out: Console, debug: bool = False,
+             junit_path: Path | None = None) -> int:
     phases = _select_phases(phase_list)
     transport = make_transport(config)
     try:
         return _run_with(transport, config, phases, profile=profile, resume_dir=resume_dir,
-                         reports_dir=reports_dir, console=console, out=out, debug=debug)
+                         reports_dir=reports_dir, console=console, out=out, debug=debug, junit_path=junit_path)
     finally:
         transport.close()  # gives back a Slurm allocation this run asked for, also on Ctrl-C or an error
 
 
 def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
-              reports_dir: Path | None, console: Console, out: Console, debug: bool) -> int:
+              reports_dir: Path | None, console: Console, out: Console, debug: bool,
+              junit_path: Path | None = None) -> int:
     nodes = nodes_of(config, transport)
     config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
     if resume_dir:
@@ -113,6 +116,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
     rendered = render(store, config.access, prof.shortenings, config.targets.storage)
     moved = store.write_report(rendered.markdown)
     store.write_raw("report.md.copy", rendered.markdown)
+    save_summary(store, rendered, config.access, config.targets.storage, junit_path)
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
@@ -295,7 +299,8 @@ def stored_config_path(run_dir: Path) -> str | None:
     return RunStore.open(run_dir).load_state().config_path or None
 
 
-def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | None = None) -> int:
+def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | None = None,
+             junit_path: Path | None = None) -> int:
     """``config``: the cluster.toml as it is now, so targets added since the run judge its figures."""
     store = RunStore.open(run_dir)
     state = store.load_state()
@@ -306,6 +311,7 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     prof = PROFILES.get(state.profile, PROFILES["standard"])
     rendered = render(store, access, prof.shortenings, config.targets.storage if config else None)
     moved = store.write_report(rendered.markdown)
+    save_summary(store, rendered, access, config.targets.storage if config else None, junit_path)
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)

@@ -86,9 +86,11 @@ def lint(report: str) -> None:
 @click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue RUN_DIR from its first unfinished phase.")
 @click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
 @click.pass_context
 def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: str | None,
-        resume_dir: str | None, reports_dir: str | None) -> None:
+        resume_dir: str | None, reports_dir: str | None, junit_path: str | None) -> None:
     """Preflight, then every phase; render, lint, clear scratch, print the close-out."""
     from clustereval.app import run_eval, stored_config_path
 
@@ -97,7 +99,8 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
     code = run_eval(load_config_or_default(config_path), profile=profile, phase_list=phase_list,
                     resume_dir=Path(resume_dir) if resume_dir else None,
                     reports_dir=Path(reports_dir) if reports_dir else None,
-                    console=console, out=out, debug=ctx.obj["debug"])
+                    console=console, out=out, debug=ctx.obj["debug"],
+                    junit_path=Path(junit_path) if junit_path else None)
     sys.exit(code)
 
 
@@ -105,13 +108,57 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 @click.argument("run_dir", type=click.Path(exists=True))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
-def report(run_dir: str, config_path: str | None) -> None:
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
+def report(run_dir: str, config_path: str | None, junit_path: str | None) -> None:
     """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
     from clustereval.app import rerender, stored_config_path
 
     config_path = config_path or stored_config_path(Path(run_dir))
     config = load_config_or_default(config_path) if config_path and Path(config_path).exists() else None
-    sys.exit(rerender(Path(run_dir), console=console, out=out, config=config))
+    sys.exit(rerender(Path(run_dir), console=console, out=out, config=config,
+                      junit_path=Path(junit_path) if junit_path else None))
+
+
+@cli.command()
+@click.argument("old", type=click.Path(exists=True))
+@click.argument("new", type=click.Path(exists=True))
+@click.option("--fio-tolerance", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
+              help="Percent by which a fio cell or a concurrent write may move and still be within noise.")
+@click.option("--output", type=click.Path(dir_okay=False),
+              help="Markdown path (the JSON goes beside it; default: diff-<old>-vs-<new>.md beside NEW's report).")
+@click.option("--fail-on-change", is_flag=True, help="Exit 1 when any figure changed beyond noise.")
+def diff(old: str, new: str, fio_tolerance: float, output: str | None, fail_on_change: bool) -> None:
+    """Compare two runs (run folders, reports or summary.json): what changed beyond noise, drift, verdicts."""
+    from clustereval.compare import diff_runs
+
+    rec, md_path, json_path = diff_runs(Path(old), Path(new), fio_tolerance=fio_tolerance / 100,
+                                        output=Path(output) if output else None)
+    if not rec.same_cluster:
+        out.print(f"different clusters ({', '.join(rec.old.hostnames)} vs {', '.join(rec.new.hostnames)}): "
+                  "compared by node order and GPU index", markup=False)
+    for c in rec.beyond:
+        change = f"{c.change_frac * 100:+.1f}%" if c.change_frac is not None else f"{c.old_state} -> {c.new_state}"
+        out.print(f"changed beyond noise: {c.subject}: {change} (noise {c.noise_frac * 100:.1f}%)", markup=False)
+    for d in rec.drift:
+        out.print(f"drift: {d.item}: {d.old or 'not set'} -> {d.new or 'not set'}", markup=False)
+    out.print(f"{len(rec.beyond)} changed beyond noise, {len(rec.within)} within noise", markup=False)
+    out.print(f"diff: {md_path}", markup=False)
+    out.print(f"json: {json_path}", markup=False)
+    problems = lint_text_of(md_path)
+    for p in problems:
+        console.print(str(p), markup=False)
+    if problems:
+        console.print(f"error[lint-failed]: {len(problems)} problem(s) in {md_path} (a clustereval defect: please "
+                      "report it)", markup=False)
+        sys.exit(3)
+    sys.exit(1 if fail_on_change and rec.beyond else 0)
+
+
+def lint_text_of(path: Path) -> list:
+    from clustereval.report.lint import lint_file
+
+    return lint_file(path)
 
 
 @cli.command()

@@ -17,7 +17,7 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends python3 python3-pip
 fi
 
-python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout ruff
+python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout ruff xmlschema
 python3 -m pip install -e .
 
 ruff check .

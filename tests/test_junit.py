@@ -1,0 +1,80 @@
+"""JUnit XML of the verdicts: valid against the Ant/Jenkins JUnit schema, one failing case per
+underperforming subsystem with the report's own sentence, Gaps and missing targets as skipped cases."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import xmlschema
+
+from clustereval.analysis.summary import SUMMARY_FILE
+from clustereval.config import StorageTarget
+from clustereval.records import Gap
+from tests.diffruns import healthy_records, write_run
+
+SCHEMA = xmlschema.XMLSchema(Path(__file__).parent / "fixtures" / "junit" / "junit.xsd")
+
+
+def _junit(tmp_path: Path, records: dict) -> tuple[ET.Element, dict, str]:
+    path = tmp_path / "junit.xml"
+    raw = write_run(tmp_path / "reports", records, junit=path)
+    text = path.read_text()
+    SCHEMA.validate(str(path))  # raises with the offending element when the file breaks the schema
+    return ET.fromstring(text), json.loads((raw / SUMMARY_FILE).read_text()), \
+        (raw.parent / f"{raw.name[4:]}.md").read_text()
+
+
+def _cases(root: ET.Element, suite: str) -> dict[str, ET.Element]:
+    s = next(x for x in root.findall("testsuite") if x.get("name") == suite)
+    return {c.get("name"): c for c in s.findall("testcase")}
+
+
+def test_healthy_run_passes_and_needs_input_is_skipped(tmp_path):
+    root, summary, _ = _junit(tmp_path, healthy_records())
+    cases = _cases(root, "clustereval.verdicts")
+    assert set(cases) == {v["subsystem"] for v in summary["verdicts"]}
+    assert root.get("failures") == "0" and root.get("errors") == "0"
+    assert cases["GPUs"].find("failure") is None and cases["GPUs"].find("skipped") is None
+    skipped = cases["local disk"].find("skipped")
+    assert skipped is not None and skipped.get("message").startswith("Needs operator input: ")
+    assert int(root.get("tests")) == len(cases) and int(root.get("skipped")) == 3  # fabric, local disk, shared FS
+
+
+def test_one_failing_case_per_underperforming_subsystem(tmp_path):
+    records = healthy_records(slow_gpu=(1, 0), halve_write_node=0)
+    records["storage"].targets = [StorageTarget("/tmp", bw_mib_s={"1MiB-write": 980.0, "1GiB-write": 2000.0},
+                                                source="the provider's sheet")]
+    root, summary, report = _junit(tmp_path, records)
+    failed = {c.get("name"): c.find("failure") for c in root.iter("testcase") if c.find("failure") is not None}
+    under = {v["subsystem"] for v in summary["verdicts"] if v["category"] == "underperforming"}
+    assert set(failed) == under == {"GPUs", "local disk"}
+    assert root.get("failures") == "2"
+    gpu = failed["GPUs"]
+    assert gpu.get("type") == "Underperforming"
+    assert gpu.get("message").startswith("`gpu-b(node1):gpu0` — MSMF ")
+    assert gpu.get("message") in report  # the report's own sentence
+    assert "1 MiB write" in failed["local disk"].get("message") and failed["local disk"].get("message") in report
+    target = next(v["target"] for v in summary["verdicts"] if v["subsystem"] == "local disk")
+    assert target["bw_mib_s"] == {"1MiB-write": 980.0, "1GiB-write": 2000.0} and target["mount"] == "/tmp"
+
+
+def test_each_gap_is_a_skipped_case_with_its_plan(tmp_path):
+    records = healthy_records()
+    records["health"].gaps = [Gap("health", "DCGM is not installed on gpu-b(node1).", "install datacenter-gpu-manager-4")]
+    records["storage"].gaps = [Gap("storage", "The concurrent write could not reach `/scratch`.", "mount it")]
+    root, _, _ = _junit(tmp_path, records)
+    gaps = _cases(root, "clustereval.gaps")
+    assert len(gaps) == 2
+    msgs = sorted(c.find("skipped").get("message") for c in gaps.values())
+    assert msgs == ["DCGM is not installed on gpu-b(node1). Plan: install datacenter-gpu-manager-4",
+                    "The concurrent write could not reach `/scratch`. Plan: mount it"]
+    assert all(name.startswith(("health gap", "storage gap")) for name in gaps)
+
+
+def test_schema_rejects_a_suite_without_its_counters():
+    broken = ('<testsuites><testsuite name="x" timestamp="2026-11-30T19:38:00" hostname="h" id="0" package="p" '
+              'time="0"><properties/><testcase name="a" classname="c" time="0"/><system-out/><system-err/>'
+              '</testsuite></testsuites>')
+    assert not SCHEMA.is_valid(broken)  # tests / failures / errors are required: the schema checks something
