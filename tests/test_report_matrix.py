@@ -386,3 +386,19 @@ def test_the_example_report_is_its_records_rendered_and_lint_clean():
     assert render_run(store, "local").markdown == report.read_text()
     assert problems(report.read_text(), load_records(store)) == []
     assert run_cli("lint", str(report), timeout=120).returncode == 0
+
+
+@pytest.mark.parametrize("old, new, complaint", [
+    ("8 ranks on 1 node", "0 ranks on 1 node", "`0 ranks`"),
+    ("It ran at 8 ranks (intra-node", "It ran at no rank count (intra-node", "`no rank count`"),
+    ("over payloads from 32 KiB to 16 GiB", "over payloads from 32 KiB to 1 GiB", "sweep range"),
+    ("### Intra-node all-reduce benchmark", "### Intra-node all-reduce", "no `all-reduce benchmark` section"),
+    ("6 runs against one folder", "4 runs against one folder", "says 4 runs"),
+    ("across the 3 file sizes", "across the 2 file sizes", "says 2 file sizes"),
+    ("| torch | 2.11.0+cu130", f"| torch | 2.11.0+cu130 in `{INTERPRETER}`", "interpreter path"),
+])
+def test_the_sentence_checker_catches_each_contradiction(rendered, old, new, complaint):
+    md, records, _ = rendered["1 node x 8 GPUs"]
+    assert old in md and problems(md, records) == []
+    found = problems(md.replace(old, new, 1), records)
+    assert any(complaint in p for p in found), found
