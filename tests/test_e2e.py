@@ -35,6 +35,7 @@ def _leftover_files(*roots: Path) -> list[str]:
     return left
 
 
+@pytest.mark.timeout(1500)  # the eval Python is a venv built from pip's configured index here
 def test_readme_run_command_on_this_machine(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -53,6 +54,7 @@ def test_readme_run_command_on_this_machine(tmp_path):
     assert _leftover_files(scratch) == []
 
 
+@pytest.mark.timeout(1500)  # the eval Python is a venv built from pip's configured index here
 def test_ctrl_c_then_resume_completes_the_report(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -97,7 +97,7 @@ def test_fabric_filesystems_and_unknown_gpu():
         g.name = "NVIDIA X900"
     md = render({"environment": rec})
     assert lint_text(md) == [], [str(p) for p in lint_text(md)]
-    assert ("| Inter-node adapters (inventory) | 2× ConnectX-7 NDR InfiniBand (`mlx5_0` … `mlx5_1`), 400 Gb/s each: "
+    assert ("| Network adapters (inventory) | 2× ConnectX-7 NDR InfiniBand (`mlx5_0` … `mlx5_1`), 400 Gb/s each: "
             "800 Gb/s per node; one adapter per GPU") in md
     assert "| Local | `/` 252 GiB, ext4 on md127 RAID0 (8× 3.5 TiB NVMe) |" in md
     assert "| Shared network FS | Lustre `/code` 2.3 TiB, `10.4.138.63@tcp:/xmym3bev` |" in md
@@ -126,7 +126,7 @@ def test_cpu_only_node_title_and_gaps():
     # section it affects (none rendered here, so the close-out alone carries it)
     assert "### GPU\n\n| GPU | value |\n| --- | --- |\n| GPU name × count per node | no GPU visible (no NVIDIA driver found) |" in md
     assert "| Intra-node | no GPU on the node, so no GPU interconnect |" in md
-    assert "| Inter-node adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in md
+    assert "| Network adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in md
     assert "### Gaps" not in md
     assert "host, GPU, fabric, mounts, software (inventory, not a benchmark)" in md
 

@@ -322,7 +322,7 @@ def test_one_gpu_and_no_shared_fs_sets_render_the_five_tables_and_one_storage_ga
     one = rendered["1 GPU, no shared FS"][0]
     assert ("| Intra-node | 1 GPU: its PCIe link to the host, Gen5 ×16 ≈ 63 GB/s unidirectional; no NVLink "
             "(no second GPU to link to) |") in one
-    assert "| Inter-node adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in one
+    assert "| Network adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in one
     for name in ("1 GPU, no shared FS", "no shared FS"):
         storage = rendered[name][0].split("## Storage")[1].split("\n## ")[0]
         gaps = storage.split("### Gaps")[1].strip().splitlines()

@@ -353,7 +353,9 @@ def _inter(n: NodeEnvironment) -> str:
 
 
 def fabric_rows(nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
-    return [("Intra-node", per_node(nodes, _intra)), ("Inter-node adapters (inventory)", per_node(nodes, _inter))]
+    # one node has no inter-node anything (the runbook): its adapters are inventory all the same
+    label = "Inter-node adapters (inventory)" if len(nodes) > 1 else "Network adapters (inventory)"
+    return [("Intra-node", per_node(nodes, _intra)), (label, per_node(nodes, _inter))]
 
 
 def _fs_value(fs: Any) -> str:
