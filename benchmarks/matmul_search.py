@@ -2,14 +2,15 @@
 """Compute benchmark: our MAMF/MSMF search against our exhaustive sweep of the same grid, then the
 all-GPU MSMF pass and the lemon GEMM pass, in one run.
 
-    python3 benchmarks/matmul_search.py OUT_DIR            # on the GPU machine (about 3.5 minutes)
+    python3 benchmarks/matmul_search.py OUT_DIR            # on the GPU machine (several minutes: each run soaks)
     python3 benchmarks/matmul_search.py OUT_DIR --extras   # + runs 3 and 4 below (about 1 minute more)
     python3 benchmarks/matmul_search.py OUT_DIR --smoke    # on CPU, tiny shapes, stand-in GPUs
 
 Runs, in order, on GPU0 with every other GPU idle:
 
 1. ``search`` over the 256-shape reference grid (M = 1024…16384 step 1024, N and K in
-   {4096, 8192, 12288, 16384}): screen, confirm, hold the large leaders hot, pin the best;
+   {4096, 8192, 12288, 16384}): screen, confirm, hold the large leaders hot, then hold the best
+   of them to steady state (``benchmarks/matmul_msmf.py`` checks that figure against a 60 s hold);
 2. ``exhaustive`` over the same grid: every shape with the full burst timing, then the same MSMF stage;
 3. (``--extras``) ``search`` over the same grid with a 48-shape coarse budget, so coarse-then-refine
    does the work (no MSMF stage);

@@ -152,4 +152,7 @@ def render(store: RunStore, access: str, shortenings: tuple[str, ...] = (), targ
     """``targets``: the storage targets of the config as it is now (None: those recorded with the scan),
     so adding targets to cluster.toml and re-rendering judges the stored measurements against them."""
     state = store.load_state()
-    return render_report(view_of(store, state, access, load_records(store), shortenings, targets))
+    rendered = render_report(view_of(store, state, access, load_records(store), shortenings, targets))
+    for rel, data in rendered.files.items():  # plots drawn from the records: a re-render redraws them
+        store.write_raw(rel, data)
+    return rendered

@@ -28,3 +28,22 @@ def test_matmul_benchmark_smoke(tmp_path):
     assert "search MAMF vs exhaustive best" in md and "All-GPU MSMF pass" in md and "Lemon GEMM" in md
     assert (out / "logs" / "exhaustive.jsonl").exists()
     assert not list((out / "run").glob("*/matmul/*/stop-*"))  # scratch went with the temp folder
+
+
+@pytest.mark.slow
+def test_msmf_benchmark_smoke(tmp_path):
+    """The steady-state benchmark: the phase, then each held shape held by its own loop, all written."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "matmul_msmf.py"), str(out), "--smoke"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((out / "matmul_msmf.json").read_text())
+    node = report["record"]["nodes"][0]
+    assert node["search"]["msmf"]["window_s"] > 0 and report["phase_wall_s"] >= node["search_wall_s"] > 0
+    held = report["held"]
+    assert held and held[0]["is_msmf"] and held[0]["held"]["median_last_half_tflops"] > 0
+    assert sum(h["is_msmf"] for h in held) == 1  # the MSMF shape is held once
+    assert json.loads((out / "msmf-search.json").read_text())["trace"]["msmf_span"]["name"] == "window"
+    md = (out / "matmul_msmf.md").read_text()
+    assert "| the whole matmul phase |" in md and "2 s held (median of the last 1 s)" in md
+    assert (out / "run.tar.gz").stat().st_size > 0

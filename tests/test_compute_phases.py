@@ -187,6 +187,17 @@ def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
     assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
 
 
+def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_UNREAD", "2:0")
+    monkeypatch.setenv("FAKE_TEMP", "1:78")
+    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=3, start_timeout_s=30), fake_worker))
+    (node,) = rec.nodes
+    assert any("NVML could not read the utilisation of gpu0 (gpu0: NVMLError_GpuIsLost: GPU is lost)" in w
+               and "here(node0):gpu2" in w for w in node.warnings)
+    assert node.hot_gpus == [1] and node.low_power_gpus == []
+    assert node.all_gpu_wall_s > 0 and node.total_wall_s >= node.all_gpu_wall_s
+
+
 # -- the real worker on the CPU ------------------------------------------------------------------
 
 
@@ -197,7 +208,14 @@ def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
     rec = MatmulPhase().run(ctx)
     (node,) = rec.nodes
     assert not rec.gaps and node.search.shapes_tried == 4 and node.search.mamf and node.search.msmf
-    assert node.num_passes == 1 and node.gpus[0].tflops[0] == node.search.msmf.mean_tflops
+    # MSMF is the held window's median (the sustained regime), and the search carries its trace
+    msmf = node.search.msmf
+    assert msmf.held and msmf.window_s > 0 and msmf.soak_s > 0
+    assert node.num_passes == 1 and node.gpus[0].tflops[0] == msmf.median_tflops
+    trace = node.search.trace
+    assert trace.msmf_span and trace.msmf_span.shape == msmf.shape and trace.mamf_t_s is not None
+    assert [sp.name for sp in trace.spans][:2] == ["search", "hot"] and "window" in {sp.name for sp in trace.spans}
+    assert node.search_wall_s > 0 and node.total_wall_s >= node.search_wall_s
     lemon = LemonPhase().run(ctx)
     assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps
 

@@ -60,6 +60,23 @@ def test_exhaustive_then_pinned():
     assert t["kernel_s"] > 0 and t["wall_s"] >= t["kernel_s"]
 
 
+def test_pinned_holds_until_steady_then_times_a_window_and_carries_its_trace():
+    rc, events = run_worker("pinned", "--device", "cpu", "--shape", "64x64x64", "--settle-s", "0.05",
+                            "--soak-max-s", "0.15", "--span-s", "0.02", "--sustain-s", "0.1")
+    assert rc == 0, events
+    result = _result(events)
+    t, trace = result["timing"], result["trace"]
+    assert t["window_s"] >= 0.1 and t["soak_s"] >= 0.05 and t["iterations"] > 0
+    assert t["median_tflops"] > 0 and t["first_half_tflops"] > 0 and t["second_half_tflops"] > 0
+    assert [sp["name"] for sp in trace["spans"]] == ["soak", "window"] and trace["msmf_span"]["name"] == "window"
+    stages = {p["stage"] for p in trace["points"]}
+    assert {"soak", "window"} <= stages
+    window = [p for p in trace["points"] if p["stage"] == "window"]
+    assert len(window) >= 2 and all(trace["msmf_span"]["t0_s"] <= p["t_s"] <= trace["msmf_span"]["t1_s"] for p in window)
+    rc, events = run_worker("pinned", "--device", "cpu", "--shape", "64x64x64", "--sustain-s", "0")
+    assert rc == 1 and "timed window" in events[-1]["error"]
+
+
 def test_load_runs_until_its_stop_file(tmp_path):
     stop = tmp_path / "stop"
     proc = subprocess.Popen([sys.executable, "-m", "clustereval.workers.matmul", "load", "--device", "cpu",

@@ -45,3 +45,19 @@ def no_gpu_gap(phase: str, env: Any, what: str) -> Gap | None:
             "`nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept as-is for a "
             "CPU-only evaluation")
     return Gap(phase=phase, text=text, plan=plan)
+
+
+HOT_DELTA_C = 15.0  # a loaded GPU this much hotter than its coolest sibling is flagged
+LOW_POWER_FRAC = 0.90  # ... or drawing less than this fraction of its top sibling's power
+
+
+def loaded_outliers(temps_c: dict[int, float | None], powers_w: dict[int, float | None]
+                    ) -> tuple[list[int], list[int]]:
+    """(GPUs >= ``HOT_DELTA_C`` hotter than the coolest, GPUs below ``LOW_POWER_FRAC`` of the top
+    power), from each GPU's reading while every GPU of the node computed. Needs two readings."""
+    temps = {g: t for g, t in temps_c.items() if t is not None}
+    powers = {g: p for g, p in powers_w.items() if p is not None}
+    hot = sorted(g for g, t in temps.items() if len(temps) > 1 and t - min(temps.values()) >= HOT_DELTA_C)
+    top = max(powers.values()) if powers else 0.0
+    low = sorted(g for g, p in powers.items() if len(powers) > 1 and p < LOW_POWER_FRAC * top)
+    return hot, low

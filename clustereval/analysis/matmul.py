@@ -15,8 +15,11 @@ The search runs in stages, each measurement honest for what it decides:
 3. confirm: the leaders get the full burst timing (many iterations, a longer window); MAMF is the
    best of these;
 4. sustain: the fastest large shapes are held at full power one after another for about a second
-   each (the board stays at its power limit from one to the next), and the best of them is pinned
-   for seconds; a shape that never reaches the power limit is labelled SUSPECT and cannot be MSMF.
+   each (the board stays at its power limit from one to the next); the best few of them are then
+   held in turn until the SM clock settles (the first soaks, the next ones settle on a board that
+   is already hot) and timed for a window, and MSMF is the best *held* rate. A shape that never
+   reaches the power limit is labelled SUSPECT, one whose rate still drifted UNSTEADY
+   (``clustereval.analysis.steady``); neither can be MSMF.
 
 The screen and confirm timings are bursts: the GPU idles after every matmul for as long as it
 computed, so the board stays under its power limit and the clock at boost (the MAMF regime); the
@@ -39,6 +42,7 @@ Shape = tuple[int, int, int]  # (M, N, K): an M×K matrix times a K×N matrix
 
 SCREEN, BURST, HOT, SUSTAINED = "screen", "burst", "hot", "sustained"
 SUSPECT = "SUSPECT"
+UNSTEADY = "UNSTEADY"  # the steadiness module's label, repeated here so this module needs no other
 
 
 def fmt_shape(shape: Shape, sep: str = "×") -> str:
@@ -157,7 +161,7 @@ class SearchPlan:
     confirm_within: float = 0.03  # ... among those within this fraction of the best screened shape
     num_hot: int = 6  # large shapes held at full power one after another, for the MSMF
     num_hot_extra: int = 4  # more, while none of them reaches the power limit
-    num_sustain: int = 1  # the best of those pinned for the full sustained timing
+    num_sustain: int = 3  # the best of those held to steady state and timed: MSMF is the best held rate
     sustain_min_kernel_ms: float = 2.0  # "large": one matmul lasts at least this long
     min_power_frac: float = 0.95  # a pinned shape below this fraction of the power limit is SUSPECT
 
@@ -184,7 +188,10 @@ def summarize_times(shape: Shape, seconds: Sequence[float]) -> tuple[float, floa
 
 
 def classify_sustained(t: ShapeTiming, tel: Telemetry, min_power_frac: float = 0.95) -> ShapeTiming:
-    """Label a pinned measurement SUSPECT when it never reached the power limit or stayed at boost."""
+    """Label a pinned measurement SUSPECT when it never reached the power limit or stayed at boost
+    (an UNSTEADY label, set where the hold was timed, stays)."""
+    if t.label == UNSTEADY:
+        return t
     t.label, t.why = "", ""
     if tel.power_limit_w is None or t.power_w is None:
         t.why = "no power telemetry"
@@ -200,7 +207,12 @@ def classify_sustained(t: ShapeTiming, tel: Telemetry, min_power_frac: float = 0
 
 
 def qualifies(t: ShapeTiming) -> bool:
-    return t.label != SUSPECT
+    return t.label not in (SUSPECT, UNSTEADY)
+
+
+def held_rate(t: ShapeTiming) -> float:
+    """What a measurement says a sustained workload gets: a held window's median, else the mean."""
+    return t.median_tflops if t.held else t.mean_tflops
 
 
 def idle_siblings(util_samples: dict[int, Sequence[float]], min_util_pct: float = 50.0,
@@ -382,7 +394,8 @@ def pin_for_msmf(book: _Book, plan: SearchPlan, tel: Telemetry) -> ShapeTiming |
     """The sustained stage. First the fastest large shapes are held at full power one after another
     (``HOT``: the board stays at its power limit from one to the next, so each needs only a short
     settle); while every one so far never reached the power limit, the next does at least twice the
-    work of the biggest so far. Then the best of them is pinned for the full sustained timing."""
+    work of the biggest so far. Then the best ``num_sustain`` of them are held to steady state and
+    timed (one spare should one fail), and the best held rate is MSMF."""
     best = {**book.screened, **book.confirmed}  # the confirm timing ranks a shape where there is one
     tried: set[Shape] = set()
     while len(book.hot) < plan.num_hot + plan.num_hot_extra:
@@ -395,13 +408,12 @@ def pin_for_msmf(book: _Book, plan: SearchPlan, tel: Telemetry) -> ShapeTiming |
         tried.add(todo[0])
         book.hot.append(classify_sustained(book.measure(todo[0], HOT), tel, plan.min_power_frac))
     ranked = sorted((t for t in book.hot if qualifies(t)), key=lambda t: (-t.mean_tflops, t.shape))
-    for t in ranked[:plan.num_sustain + 1]:  # one spare, should the best fail its full pin
-        final = classify_sustained(book.measure(t.shape, SUSTAINED), tel, plan.min_power_frac)
-        book.sustained.append(final)
+    for t in ranked[:plan.num_sustain + 1]:  # one spare, should one fail its hold
         if sum(1 for x in book.sustained if qualifies(x)) >= plan.num_sustain:
             break
+        book.sustained.append(classify_sustained(book.measure(t.shape, SUSTAINED), tel, plan.min_power_frac))
     good = [t for t in book.sustained if qualifies(t)]
-    return max(good, key=lambda t: (t.mean_tflops, t.shape), default=None)
+    return max(good, key=lambda t: (held_rate(t), t.shape), default=None)
 
 
 def _next_candidates(timings: Iterable[ShapeTiming], plan: SearchPlan, pinned: set[Shape],

@@ -14,9 +14,12 @@ Before every pass and before every GPU's measurement, foreign compute processes 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
+from clustereval.analysis.gpus import loaded_outliers
+from clustereval.analysis.matmul import held_rate
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     Guard,
@@ -40,6 +43,7 @@ from clustereval.records.compute import (
     LemonGpu,
     LemonRecord,
     MatmulRecord,
+    MatmulTrace,
     NodeHealth,
     NodeLemon,
     NodeMatmul,
@@ -197,7 +201,8 @@ class MatmulPhase:
     def run(self, ctx: RunContext) -> MatmulRecord:
         plan = plan_for(ctx)
         rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
-                           settle_s=plan.settle_s, sustain_s=plan.sustain_s)
+                           soak_min_s=plan.soak_min_s, soak_max_s=plan.soak_max_s, settle_s=plan.settle_s,
+                           sustain_s=plan.sustain_s)
         invs = _inventories(ctx, plan)
         live = [i for i in invs if i.gpus]
         if not live:
@@ -268,10 +273,15 @@ class NodePass:
         """Every GPU at a given shape, each with all the others loaded (the benchmark's all-GPU pass)."""
         def work() -> None:
             self.shape = self.rec.msmf_shape = shape
-            self._passes(self._pinned_pass(), max_passes)
+            t0 = time.monotonic()
+            first = self._pinned_pass()
+            self.rec.all_gpu_wall_s = round(time.monotonic() - t0, 1)
+            self._loaded_outliers()
+            self._passes(first, max_passes)
         return self._guarded(work)
 
     def _guarded(self, work: Callable[[], object]) -> tuple[NodeMatmul, list[Gap]]:
+        t0 = time.monotonic()
         try:
             self._check(set(), {}, "The GPU performance pass")
             work()
@@ -280,15 +290,18 @@ class NodePass:
             self.gap(exc.text, exc.plan)
         finally:
             self.loads.stop_all()
+            self.rec.total_wall_s = round(time.monotonic() - t0, 1)
         return self.rec, self.gaps
 
     def _passes(self, first: dict[int, float | None], max_passes: int = 3) -> None:
         passes = [first]
         verdict = three_pass(passes)
         if verdict.needs_more_passes and max_passes >= 3:
+            t0 = time.monotonic()
             for _ in range(2):
                 passes.append(self._pinned_pass())
             verdict = three_pass(passes)
+            self.rec.extra_passes_wall_s = round(time.monotonic() - t0, 1)
         self.rec.num_passes = len(passes)
         self.rec.medians = [round(m, 4) for m in verdict.medians]
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
@@ -313,14 +326,15 @@ class NodePass:
             self._fail(f"The search on gpu{gpu0} could not start: {err}.")
             return
         self._check(self.loads.pids(), self.loads.per_gpu(), "The GPU performance pass")
-        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)),
-                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s),
+        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)), *self.plan.held_args(),
                 "--coarse-budget", str(self.plan.coarse_budget)]
         if self.plan.grid:
             args += ["--grid", self.plan.grid]
         self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}", None)
         proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        t0 = time.monotonic()
         rc = proc.finish(self.plan.search_timeout_s, idle_timeout_s=self.plan.start_timeout_s)
+        self.rec.search_wall_s = round(time.monotonic() - t0, 1)
         proc.save_log()
         self._interpreter(proc)
         result = proc.last("result")
@@ -378,11 +392,25 @@ class NodePass:
             values[gpus[0]] = self._measure(gpus[0])
         else:
             g0.timings.append(msmf)
-            g0.tflops.append(msmf.mean_tflops if msmf else None)
-            values[gpus[0]] = msmf.mean_tflops if msmf else None
+            g0.tflops.append(held_rate(msmf) if msmf else None)
+            g0.wall_s = self.rec.search_wall_s
+            values[gpus[0]] = held_rate(msmf) if msmf else None
+        t0 = time.monotonic()
         for g in gpus[1:]:
             values[g] = self._measure(g)
+        self.rec.all_gpu_wall_s = round(time.monotonic() - t0, 1)
+        self._loaded_outliers()
         return values
+
+    def _loaded_outliers(self) -> None:
+        """Flag, from the first pass (every GPU computing), a GPU far hotter than the coolest or
+        drawing far less power than the top one."""
+        if len(self.inv.indices) < 2:
+            return
+        first = {g.gpu: (g.timings[0] if g.timings else None) for g in self.rec.gpus}
+        temps = {g: (t.temp_c if t else None) for g, t in first.items()}
+        powers = {g: (t.power_w if t else None) for g, t in first.items()}
+        self.rec.hot_gpus, self.rec.low_power_gpus = loaded_outliers(temps, powers)
 
     def _pinned_pass(self) -> dict[int, float | None]:
         return {g: self._measure(g) for g in self.inv.indices}
@@ -401,11 +429,15 @@ class NodePass:
                                   f"measurement: {err}.", "read the load logs in the raw folder, fix the cause and "
                                   "re-run with `clustereval run --resume RUN_DIR`")
             self._check(self.loads.pids(), self.loads.per_gpu(), f"The MSMF measurement of gpu{gpu}")
+            t0 = time.monotonic()
             timing, why = self._pinned(gpu, others, attempt)
+            if not rec.timings:
+                rec.wall_s = round(rec.wall_s + time.monotonic() - t0, 1)
             if timing is None:
                 rec.errors.append(why)
                 failures += 1
                 continue
+            self._unread_siblings(gpu, timing)
             if not timing.idle_siblings:
                 break
             idle = ", ".join(f"gpu{g}" for g in timing.idle_siblings)
@@ -421,14 +453,24 @@ class NodePass:
             self.gap(f"The MSMF measurement of gpu{gpu} on {self.node.name} failed twice ({rec.errors[-1]}).",
                      "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
         rec.timings.append(timing)
-        rec.tflops.append(timing.mean_tflops if timing else None)
-        return timing.mean_tflops if timing else None
+        rec.tflops.append(held_rate(timing) if timing else None)
+        return held_rate(timing) if timing else None
+
+    def _unread_siblings(self, gpu: int, timing: ShapeTiming) -> None:
+        """A sibling NVML could not read: whether it kept computing is unknown, and the report says so."""
+        if not timing.siblings_unread:
+            return
+        who = ", ".join(f"gpu{g}" for g in timing.siblings_unread)
+        text = (f"During the MSMF measurement of `{self._label(gpu)}` NVML could not read the utilisation of {who} "
+                f"({timing.sibling_error or 'no reading'}), so whether those siblings were still computing is unknown")
+        if text not in self.rec.warnings:
+            self.rec.warnings.append(text)
 
     def _pinned(self, gpu: int, others: list[int], attempt: int) -> tuple[ShapeTiming | None, str]:
         assert self.shape is not None
         m, n, k = self.shape
         args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--siblings", ",".join(map(str, others)),
-                "--settle-s", str(self.plan.settle_s), "--sustain-s", str(self.plan.sustain_s)]
+                *self.plan.held_args()]
         passno = len(self._gpu(gpu).tflops) + 1
         self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
                           self.plan.settle_s + self.plan.sustain_s)
@@ -440,6 +482,9 @@ class NodePass:
         result = proc.last("result")
         if rc != 0 or result is None:
             return None, "no result within the time limit" if rc is None else proc.error_text()
+        g = self._gpu(gpu)
+        if passno == 1 and result.get("trace"):
+            g.trace = from_dict(MatmulTrace, result["trace"])
         return from_dict(ShapeTiming, result["timing"]), ""
 
 

@@ -29,7 +29,10 @@ from clustereval.probes.gpu_procs import (
 )
 from clustereval.transport.base import Node
 
-SEARCH_SOURCE = Path(__file__).resolve().parent.parent / "analysis" / "matmul.py"
+PKG = Path(__file__).resolve().parent.parent
+# what the worker imports beside itself: (source, name in the raw folder's tools/)
+WORKER_PARTS = ((PKG / "analysis" / "matmul.py", "matmul_search.py"), (PKG / "analysis" / "steady.py", "matmul_steady.py"),
+                (PKG / "workers" / "matmul_bench.py", "matmul_bench.py"), (PKG / "workers" / "nvml.py", "matmul_nvml.py"))
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,10 @@ class MatmulPlan:
     dtype: str = "bfloat16"
     grid: str = ""  # the worker's default search space when empty
     coarse_budget: int = 256
-    settle_s: float = 1.5  # a pinned shape runs this long before timing starts
-    sustain_s: float = 3.0  # ... then is timed this long
+    soak_min_s: float = 20.0  # the first held shape soaks until its SM clock settles: at least this long
+    soak_max_s: float = 60.0  # ... and at most this long
+    settle_s: float = 5.0  # a shape on a board already at its power limit settles at least this long
+    sustain_s: float = 10.0  # the timed window after the soak or settle
     load_shape: str = "8192x8192x8192"  # the siblings' continuous matmul
     lemon_size: int = 0  # 0: 16384 on a GPU, 256 on CPU
     cpu_gpus: int = 0
@@ -56,7 +61,12 @@ class MatmulPlan:
         return self.device == "cpu"
 
     def pinned_timeout_s(self) -> float:
-        return self.start_timeout_s + self.settle_s + self.sustain_s + 120.0
+        return self.start_timeout_s + self.soak_max_s + self.sustain_s + 120.0
+
+    def held_args(self) -> list[str]:
+        """The worker's steadiness flags for this plan."""
+        return ["--soak-min-s", f"{self.soak_min_s:g}", "--soak-max-s", f"{self.soak_max_s:g}",
+                "--settle-s", f"{self.settle_s:g}", "--sustain-s", f"{self.sustain_s:g}"]
 
 
 def plan_for(ctx: RunContext) -> MatmulPlan:
@@ -65,8 +75,15 @@ def plan_for(ctx: RunContext) -> MatmulPlan:
         return extra
     seconds = ctx.profile.matmul_seconds_per_shape
     if ctx.profile.name == "smoke":  # a rehearsal: the small reference grid, short sustained timings
-        return MatmulPlan(grid="anchors", coarse_budget=64, settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+        return MatmulPlan(grid="anchors", coarse_budget=64, soak_min_s=seconds or 0.5, soak_max_s=4 * (seconds or 0.5),
+                          settle_s=seconds or 0.5, sustain_s=seconds or 0.5)
+    if ctx.profile.name == "quick":  # the report says the window was shortened
+        return MatmulPlan(soak_min_s=QUICK_SOAK_MIN_S, sustain_s=seconds or QUICK_WINDOW_S)
     return MatmulPlan(sustain_s=seconds) if seconds else MatmulPlan()
+
+
+QUICK_SOAK_MIN_S = 10.0
+QUICK_WINDOW_S = 5.0
 
 
 @dataclass
@@ -143,11 +160,12 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 
 
 def copy_tool(ctx: RunContext) -> str:
-    """The worker's exact source (and the search it imports, beside it) into the raw folder; the
+    """The worker's exact source (and the modules it imports, beside it) into the raw folder; the
     report links it. Returns the path inside the raw folder."""
     require_torch(ctx)
     link = publish_source(ctx, "clustereval.workers.matmul")
-    ctx.raw("tools/matmul_search.py", SEARCH_SOURCE.read_text())
+    for source, name in WORKER_PARTS:
+        ctx.raw(f"tools/{name}", source.read_text())
     return link.removeprefix(f"{ctx.store.raw_rel}/")
 
 

@@ -71,10 +71,25 @@ class ShapeTiming:
     sm_mhz_low: float | None = None  # 5th / 95th percentile of the SM clock samples
     sm_mhz_high: float | None = None
     num_samples: int = 0  # NVML samples behind power_w / sm_mhz
-    label: str = ""  # "" | "SUSPECT" (a sustained shape that never reached the power limit)
+    temp_c: float | None = None  # highest GPU temperature over the timed window (NVML)
+    clock_reasons: list[str] = field(default_factory=list)  # NVML clock-event reasons seen in the window
+    label: str = ""  # "" | "SUSPECT" (never reached the power limit) | "UNSTEADY" (the rate still drifted)
     why: str = ""  # why the label
     idle_siblings: list[int] = field(default_factory=list)  # sibling GPUs seen idle during the window
-    siblings_sampled: bool = False  # the sibling GPUs' utilisation was sampled
+    siblings_sampled: bool = False  # every sibling's utilisation was really read during the window
+    siblings_unread: list[int] = field(default_factory=list)  # siblings NVML could not read in the window
+    sibling_error: str = ""  # the last NVML error reading a sibling
+    # a held measurement (the sustained regime): soak until the clock settles, then a timed window
+    soak_s: float = 0.0  # seconds held at this shape before the window
+    settled: bool = False  # the soak ended because the clock stopped changing (not at its time limit)
+    window_s: float = 0.0  # seconds of the timed window
+    first_half_tflops: float = 0.0  # median TFLOPS of the window's first / second half
+    second_half_tflops: float = 0.0
+    drift_frac: float = 0.0  # (second half - first half) / first half
+
+    @property
+    def held(self) -> bool:
+        return self.window_s > 0
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -87,6 +102,42 @@ class ShapeTiming:
     @property
     def kernel_ms(self) -> float:
         return self.flops / (self.mean_tflops * 1e12) * 1e3 if self.mean_tflops else 0.0
+
+
+@dataclass
+class TracePoint:
+    """One moment of a GPU's trace: the rate of the matmuls that just ran (0 when none was timed
+    then) and NVML's reading of the board over the same stretch."""
+
+    t_s: float  # seconds since the trace began
+    tflops: float = 0.0
+    power_w: float | None = None
+    sm_mhz: float | None = None
+    temp_c: float | None = None
+    reasons: int = 0  # NVML clock-event reasons bitmask (0: none reported or not available)
+    stage: str = ""  # screen | burst | hot | soak | window | telemetry (a board reading alone)
+
+
+@dataclass
+class TraceSpan:
+    """A stretch of the trace: one stage, or one held shape's soak or window."""
+
+    name: str  # search | hot | soak | window
+    t0_s: float
+    t1_s: float
+    shape: tuple[int, int, int] | None = None
+
+
+@dataclass
+class MatmulTrace:
+    """TFLOPS, board power, SM clock and temperature of one GPU over its measurement."""
+
+    gpu: int = 0
+    points: list[TracePoint] = field(default_factory=list)
+    spans: list[TraceSpan] = field(default_factory=list)
+    mamf_t_s: float | None = None  # when MAMF was read (the middle of its timing)
+    msmf_span: TraceSpan | None = None  # the window MSMF was read in
+    reasons_available: bool = False  # the driver answered the clock-event-reasons query
 
 
 @dataclass
@@ -109,9 +160,19 @@ class SearchSummary:
     burst_duty: float = 1.0  # fraction of the burst timings the GPU computed (it idled the rest)
     hot_s: float = 0.0  # how long each hot shape was timed
     burst_s: float = 0.0  # screen + refine + confirm
-    sustain_s: float = 0.0
+    sustain_s: float = 0.0  # hot + soak + every held window
+    hot_stage_s: float = 0.0  # the short holds of the large leaders
+    soak_stage_s: float = 0.0  # soaks and settles before the held windows
+    window_stage_s: float = 0.0  # the held windows themselves
     total_s: float = 0.0
     stop_reason: str = ""
+    soak_min_s: float = 0.0  # the steadiness rule the held shapes followed
+    soak_max_s: float = 0.0
+    steady_window_s: float = 0.0  # the clock's median over this stretch vs the one before it
+    steady_tol_frac: float = 0.0
+    held_window_s: float = 0.0  # each held shape's timed window
+    max_drift_frac: float = 0.0  # beyond this first-half/second-half drift a held shape is UNSTEADY
+    trace: MatmulTrace | None = None
 
 
 @dataclass
@@ -123,6 +184,8 @@ class GpuMsmf:
     timings: list[ShapeTiming | None] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     idle_sibling_retries: int = 0
+    trace: MatmulTrace | None = None  # the first pass's measurement (GPU0: its search)
+    wall_s: float = 0.0  # the first pass's worker, start-up included
 
 
 @dataclass
@@ -145,6 +208,12 @@ class NodeMatmul:
     underperforming: list[int] = field(default_factory=list)  # below in all three passes
     dead: list[int] = field(default_factory=list)  # the measurement failed twice
     warnings: list[str] = field(default_factory=list)  # "saw idle siblings ..." and the like
+    hot_gpus: list[int] = field(default_factory=list)  # >= 15 °C hotter than the coolest sibling, loaded
+    low_power_gpus: list[int] = field(default_factory=list)  # < 90% of the top sibling's power, loaded
+    search_wall_s: float = 0.0  # GPU0's search worker, start-up included
+    all_gpu_wall_s: float = 0.0  # the other GPUs' first pass
+    extra_passes_wall_s: float = 0.0  # passes 2 and 3, when they ran
+    total_wall_s: float = 0.0  # the node's whole matmul pass
     error: str = ""  # why the pass stopped early
 
 
@@ -153,8 +222,10 @@ class MatmulRecord(PhaseRecord):
     dtype: str = "bfloat16"
     tool_rel: str = ""  # the worker's source in the raw folder: tools/matmul.py
     grid: str = ""
-    settle_s: float = 0.0
-    sustain_s: float = 0.0
+    soak_min_s: float = 0.0  # the first held shape's soak, at least / at most
+    soak_max_s: float = 0.0
+    settle_s: float = 0.0  # a shape on a board already at its power limit settles at least this long
+    sustain_s: float = 0.0  # the timed window of every held shape
     nodes: list[NodeMatmul] = field(default_factory=list)
     saturated_sm_mhz: tuple[int, int] | None = None  # SM clock range at the power limit (Environment GPU table)
 

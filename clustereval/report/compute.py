@@ -13,10 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.matmul import held_rate
 from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
+from clustereval.report.compute_msmf import (
+    held_method,
+    is_held,
+    loaded_sentences,
+    shortened,
+    steadiness_sentences,
+    trace_block,
+)
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
@@ -126,7 +135,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if ran_health and health:
         _health(doc, health, result)
     if ran_mm and mm:
-        _benchmarks(doc, mm, spec, facts, result)
+        _benchmarks(doc, mm, spec, facts, result, view.raw_rel)
     if lemon and lemon.nodes:
         _lemon(doc, lemon, result)
     env = view.get("environment")
@@ -248,7 +257,7 @@ def _gpu_name(n: Any, gpu: int, multi: bool) -> str:
 
 
 def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[GpuFacts],
-                result: SectionResult) -> None:
+                result: SectionResult, raw_rel: str = "") -> None:
     nodes = [n for n in mm.nodes if n.search is not None]
     multi = len(mm.nodes) > 1
     single_gpu = all(n.num_gpus == 1 for n in nodes)
@@ -267,16 +276,22 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                if search.confirm_min_iters else " for longer")
             + (f", the {search.num_hot} fastest large shapes held at full power one after another for "
                f"{search.hot_s:g} s each" if search.num_hot and search.hot_s else "")
-            + f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
-            f"enough for the board to reach its power limit{loaded}. Each timed matmul follows an overwrite of the "
-            "L2 cache and a re-randomised output matrix, and is timed alone."
+            + (held_method(search, mm) + loaded + "." if is_held(search) else
+               f", and the best of them pinned for {mm.settle_s:g} s and then timed for {mm.sustain_s:g} s, long "
+               f"enough for the board to reach its power limit{loaded}.")
+            + (" Each briefly timed matmul follows an overwrite of the L2 cache and a re-randomised output matrix, "
+               "and is timed alone; the held shapes run back to back, timed in chunks of about a quarter second."
+               if is_held(search) else " Each timed matmul follows an overwrite of the L2 cache and a re-randomised "
+               "output matrix, and is timed alone.")
             + (f" In the brief and the full timings the GPU idles after every matmul for as long as it computed "
                f"({search.burst_duty:.0%} duty), so the board stays under its power limit and the clock at boost; "
                "the held and pinned shapes run back to back at the power limit." if search.burst_duty < 1 else ""))
     if not single_gpu:
         text += (" Every other GPU then measured GPU0's sustainable winner the same way while all the rest of the "
-                 "node ran a continuous matmul.")
-    doc.para(text)
+                 "node ran a continuous matmul" + (", with a settle rather than a full soak, since its siblings had "
+                                                   "computed at the power limit all along." if is_held(search)
+                                                   else "."))
+    doc.para(text + shortened(mm))
     gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")
     spec_tf = spec.bf16_tflops if spec else None
     lead = (f"Two numbers vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
@@ -293,9 +308,9 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         slow = _slowest(n)
         if slow is not None:
             gpu_i, t = slow
-            pct = f" ({_pct(round(t.mean_tflops), spec_tf)} of spec)" if spec_tf else ""
+            pct = f" ({_pct(round(held_rate(t)), spec_tf)} of spec)" if spec_tf else ""
             who = f" ({_gpu_name(n, gpu_i, True) if multi else f'gpu{gpu_i}'}, the slowest GPU)" if not single_gpu else ""
-            msmf_parts.append(f"{_tf(t.mean_tflops)} TFLOPS{pct} at {_shape(t)}{where}{who}"
+            msmf_parts.append(f"{_tf(held_rate(t))} TFLOPS{pct} at {_shape(t)}{where}{who}"
                               + (f", {_wmhz(t)}" if _wmhz(t) else ""))
     bullets = []
     if mamf_parts:
@@ -310,9 +325,15 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        "survives once the matmul shape is large enough to pin the board at the power limit and the "
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
-    doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM clock "
-             "measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
-             "The MSMF shape is the M×N×K that won the sustained regime.")
+    firsts = [t for n in mm.nodes for t in _first(n).values() if t is not None]
+    if firsts and all(t.held and t.temp_c is not None and _wmhz(t) for t in firsts):
+        doc.para("The MSMF shape is the M×N×K that won the sustained regime; W / MHz / °C are the board power, SM clock "
+                 "and highest GPU temperature over its timed window, and the window drift is how far the median "
+                 "rate moved from the window's first half to its second.")
+    else:
+        doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM "
+                 "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
+                 "The MSMF shape is the M×N×K that won the sustained regime.")
     rows = []
     missing = []
     for n in mm.nodes:
@@ -325,18 +346,27 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                 missing.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
                                f"twice ({why}).")
                 continue
-            value = round(t.mean_tflops)
-            rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
-    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz"] + (["MSMF % spec"] if spec_tf else [])
-    if rows and not any(r[3] for r in rows):  # no power telemetry anywhere (a CPU stand-in run)
-        headers.remove("W / MHz")
-        rows = [r[:3] + r[4:] for r in rows]
-    doc.table(headers, [r[:len(headers)] for r in rows], "lrl" + "r" * (len(headers) - 3))
+            value = round(held_rate(t))
+            board = _wmhz(t, " / ", "")
+            if board and t.temp_c is not None:
+                board += f" / {t.temp_c:.0f}"
+            drift = f"{100 * t.drift_frac:+.2f}" if t.held else ""
+            rows.append([name, str(value), _shape(t), board, drift, _pct(value, spec_tf).rstrip("%")])
+    # held timings carry their window's temperature and drift; older records had neither
+    with_temp = bool(rows) and all(r[3].count("/") == 2 for r in rows if r[3])
+    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz / °C" if with_temp else "W / MHz", "window drift (%)",
+               "MSMF % spec"]
+    keep = [0, 1, 2] + ([3] if any(r[3] for r in rows) else []) + ([4] if all(r[4] for r in rows) else []) + \
+        ([5] if spec_tf else [])
+    doc.table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows], "lrl" + "r" * (len(keep) - 3))
+    for n in nodes:
+        trace_block(doc, raw_rel, n, multi, result)
     sentences = list(missing)
     for n in nodes:
         sentences += _node_summary(n, multi, single_gpu)
         sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
+        sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":
                 held = "held" if t.stage == "hot" else "pinned"
@@ -348,7 +378,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
     first = [(g, t) for g, t in _first(n).items() if t is not None]
-    return min(first, key=lambda gt: gt[1].mean_tflops) if first else None
+    return min(first, key=lambda gt: held_rate(gt[1])) if first else None
 
 
 def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
@@ -516,7 +546,7 @@ def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: L
     spec_tf = spec.bf16_tflops if spec else None
     if mm:
         mamfs = [n.search.mamf.mean_tflops for n in mm.nodes if n.search and n.search.mamf]
-        msmfs = [s[1].mean_tflops for n in mm.nodes if (s := _slowest(n))]
+        msmfs = [held_rate(s[1]) for n in mm.nodes if (s := _slowest(n))]
         if mamfs:
             best = round(max(mamfs))
             of = f" ({_pct(best, spec_tf)} of the official {spec_tf:.0f} TFLOPS dense BF16)" if spec_tf else ""

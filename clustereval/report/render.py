@@ -45,6 +45,7 @@ class SectionResult:
     findings: list[Finding] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)  # close-out questions besides findings
+    files: dict[str, bytes] = field(default_factory=dict)  # raw-folder path -> bytes drawn at render time (plots)
 
 
 SectionFn = Callable[[RunView, Document], SectionResult]
@@ -56,6 +57,7 @@ class Rendered:
     findings: list[Finding]
     gaps: list[Gap]
     questions: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)  # raw-folder path -> bytes; the caller writes them
 
 
 def _sections() -> list[SectionFn]:
@@ -73,11 +75,13 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
     findings: list[Finding] = []
     gaps: list[Gap] = []
     questions: list[str] = []
+    files: dict[str, bytes] = {}
     for fn in _sections():
         result = fn(view, doc)
         findings += result.findings
         gaps += result.gaps
         questions += result.questions
+        files.update(result.files)
     render_findings(doc, findings)
     # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
     # to the close-out
@@ -90,7 +94,7 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
             if isinstance(g, Gap) and (g.phase, g.text) not in shown:
                 gaps.append(g)
                 shown.add((g.phase, g.text))
-    return Rendered(doc.render(), findings, gaps, questions)
+    return Rendered(doc.render(), findings, gaps, questions, files)
 
 
 def render_findings(doc: Document, findings: list[Finding]) -> None:

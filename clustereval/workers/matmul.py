@@ -4,10 +4,12 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval.analysis.matmul`` (a run's raw folder
-  holds it beside this file as ``matmul_search.py``).
+  board at its power limit); the stages are in ``clustereval.analysis.matmul``, the steadiness rule
+  in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this file as
+  ``matmul_search.py`` and ``matmul_steady.py``, with ``matmul_bench.py`` and ``matmul_nvml.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
-- ``pinned``: one shape held for a settle period, then timed for N seconds (a sustained measurement).
+- ``pinned``: one shape held until its SM clock settles, then timed for a window (a sustained
+  measurement, as the search's MSMF is; the all-GPU pass runs it on every other GPU).
 - ``load``: a continuous matmul on one GPU until a stop file appears (the sibling load).
 - ``lemon``: the fixed 16384³ matmul on each listed GPU in turn, the others idle.
 
@@ -16,8 +18,17 @@ inputs freshly drawn from a normal distribution; before every iteration, timed o
 twice the L2 cache is overwritten (so no operand is served from cache) and the output matrix is
 re-randomised (so the product never overwrites identical bits); each matmul alone is timed with a
 pair of CUDA events; the CPU is kept at most ~50 ms ahead of the GPU so the telemetry window lines
-up with the work. A sampling thread reads board power and SM clock from NVML every 20 ms (and the
-siblings' utilisation, to see whether their load stopped). TFLOPS = 2·M·N·K / time.
+up with the work. A sampling thread reads board power, SM clock, temperature and clock-event reasons
+from NVML every 20 ms (and the siblings' utilisation, to see whether their load stopped; see
+``clustereval.workers.nvml``). TFLOPS = 2·M·N·K / time.
+
+How a shape is held (the sustained regime, MSMF): back-to-back matmuls in chunks of about a quarter
+second, each chunk timed with a pair of CUDA events, no cache flush between them (a sustained
+workload does not idle); the first held shape soaks until its SM clock stops changing, a shape
+switched in afterwards (the board already at its power limit) settles by the same test over
+shorter spans, then a window is timed; its median chunk rate is the figure
+(``clustereval.analysis.steady``). Every measurement adds to a trace (TFLOPS, W, MHz, °C over time)
+that the result carries.
 
 Without CUDA the same code runs on the CPU with tiny shapes and ``time.perf_counter`` timing, so the
 logic is tested anywhere; there is no telemetry then.
@@ -31,7 +42,6 @@ import math
 import os
 import platform
 import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,322 +55,21 @@ from clustereval.analysis.matmul import (
     Telemetry,
     classify_sustained,
     exhaustive,
-    idle_siblings,
     parse_grid,
     parse_shape,
-    percentile,
     search,
-    summarize_times,
 )
+from clustereval.analysis.steady import SETTLE, SOAK, classify_steadiness
 from clustereval.records import to_dict
-from clustereval.records.compute import ShapeTiming
+from clustereval.records.compute import ShapeTiming, TraceSpan
+from clustereval.workers.matmul_bench import HOT_SETTLE_S, LEMON, Bench, Spec, specs, steady_rules
+from clustereval.workers.nvml import Nvml, Sampler
 
-LEMON = "lemon"
 EXIT_BUSY = 3  # a foreign process holds a GPU this run was to measure
-SAMPLE_INTERVAL_S = 0.02
-MAX_AHEAD_S = 0.05  # how far the CPU may run ahead of the GPU
 
 
 def emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}, default=str), flush=True)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """How long one measurement runs: at least ``*_iters`` iterations and at least ``*_s`` seconds of
-    GPU work; ``duty`` < 1 idles the GPU after every iteration for (1/duty − 1) times as long as it
-    worked (a burst: the board stays under its power limit and the clock at boost)."""
-
-    warm_iters: int
-    warm_s: float
-    iters_min: int
-    iters_max: int
-    min_s: float
-    duty: float = 1.0
-
-
-BURST_DUTY = 0.5
-HOT_SETTLE_S = 0.3  # a hot shape after another hot shape: the board is already at its power limit
-
-
-def specs(device: str, settle_s: float, sustain_s: float, hot_s: float = 1.0) -> dict[str, Spec]:
-    if device == "cuda":
-        return {
-            SCREEN: Spec(1, 0.004, 3, 400, 0.008, BURST_DUTY),
-            BURST: Spec(10, 0.02, 30, 2000, 0.05, BURST_DUTY),
-            HOT: Spec(2, settle_s, 5, 400_000, hot_s),
-            SUSTAINED: Spec(5, settle_s, 10, 400_000, sustain_s),
-            LEMON: Spec(10, 0.5, 30, 5000, 1.0),
-        }
-    return {  # CPU: the same stages, scaled to tiny shapes; no power budget to stay under
-        SCREEN: Spec(1, 0.0, 2, 50, 0.002),
-        BURST: Spec(2, 0.002, 5, 200, 0.01),
-        HOT: Spec(2, min(settle_s, 0.05), 5, 100_000, min(hot_s, 0.1)),
-        SUSTAINED: Spec(2, min(settle_s, 0.05), 5, 100_000, min(sustain_s, 0.2)),
-        LEMON: Spec(2, 0.005, 3, 100, 0.02),
-    }
-
-
-# -- NVML ------------------------------------------------------------------------------------
-
-
-class Nvml:
-    """The few NVML calls we need; ``ok`` is False without pynvml or a driver."""
-
-    _VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
-
-    def __init__(self) -> None:
-        self.ok = False
-        self.error = ""
-        self.power_source = ""
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nv = pynvml
-            self.ok = True
-        except Exception as exc:  # noqa: BLE001 - no pynvml, no driver: run without telemetry
-            self.error = f"{type(exc).__name__}: {exc}"
-
-    def handle(self, index: int) -> Any:
-        return self.nv.nvmlDeviceGetHandleByIndex(index)
-
-    def uuid(self, h: Any) -> str:
-        return _text(self.nv.nvmlDeviceGetUUID(h))
-
-    def name(self, h: Any) -> str:
-        return _text(self.nv.nvmlDeviceGetName(h))
-
-    def power_limit_w(self, h: Any) -> float | None:
-        try:
-            return self.nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0
-        except Exception:  # noqa: BLE001
-            return None
-
-    def boost_mhz(self, h: Any) -> float | None:
-        try:
-            return float(self.nv.nvmlDeviceGetMaxClockInfo(h, self.nv.NVML_CLOCK_SM))
-        except Exception:  # noqa: BLE001
-            return None
-
-    def sm_mhz(self, h: Any) -> float:
-        return float(self.nv.nvmlDeviceGetClockInfo(h, self.nv.NVML_CLOCK_SM))
-
-    def util_pct(self, h: Any) -> float:
-        return float(self.nv.nvmlDeviceGetUtilizationRates(h).gpu)
-
-    def _instant_power_w(self, h: Any) -> float | None:
-        field_id = getattr(self.nv, "NVML_FI_DEV_POWER_INSTANT", None)
-        if field_id is None:
-            return None
-        value = self.nv.nvmlDeviceGetFieldValues(h, [field_id])[0]
-        if value.nvmlReturn != 0:
-            return None
-        raw = getattr(value.value, self._VALUE_FIELDS.get(value.valueType, "uiVal"))
-        watts = float(raw) / 1000.0
-        return watts if 1.0 <= watts <= 5000.0 else None
-
-    def power_w(self, h: Any) -> float:
-        """Instantaneous board power where the driver offers it, else NVML's (1 s averaged) reading."""
-        if self.power_source != "average":
-            try:
-                watts = self._instant_power_w(h)
-            except Exception:  # noqa: BLE001
-                watts = None
-            if watts is not None:
-                self.power_source = "instant"
-                return watts
-            self.power_source = "average"
-        return self.nv.nvmlDeviceGetPowerUsage(h) / 1000.0
-
-    def processes(self, h: Any) -> list[tuple[int, str, int]]:
-        """(pid, name, used MiB) of the compute processes on a GPU."""
-        out = []
-        for p in self.nv.nvmlDeviceGetComputeRunningProcesses(h):
-            used = getattr(p, "usedGpuMemory", None) or 0
-            out.append((int(p.pid), self._process_name(int(p.pid)), int(used) // 2**20))
-        return out
-
-    def _process_name(self, pid: int) -> str:
-        try:
-            return _text(self.nv.nvmlSystemGetProcessName(pid))
-        except Exception:  # noqa: BLE001
-            try:
-                with open(f"/proc/{pid}/comm") as fh:
-                    return fh.read().strip()
-            except OSError:
-                return "?"
-
-
-def _sig(value: float, digits: int = 6) -> float:
-    """``digits`` significant figures: 807.531 on a GPU, 6.53e-05 on a CPU stand-in (never 0)."""
-    return float(f"{value:.{digits}g}")
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-class Sampler(threading.Thread):
-    """Board power and SM clock of the measured GPU, utilisation of its siblings, every 20 ms."""
-
-    def __init__(self, nvml: Nvml, handle: Any, siblings: dict[int, Any]) -> None:
-        super().__init__(daemon=True)
-        self.nvml, self.handle, self.siblings = nvml, handle, siblings
-        self._stop_event = threading.Event()
-        self._lock = threading.Lock()
-        self._samples: list[tuple[float, float, float, dict[int, float]]] = []
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            try:
-                t = time.monotonic()
-                power = self.nvml.power_w(self.handle)
-                clock = self.nvml.sm_mhz(self.handle)
-                util = {g: self.nvml.util_pct(h) for g, h in self.siblings.items()}
-                with self._lock:
-                    self._samples.append((t, power, clock, util))
-            except Exception:  # noqa: BLE001 - a failed read leaves a hole, not a crash
-                pass
-            self._stop_event.wait(SAMPLE_INTERVAL_S)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-
-    def window(self, t0: float, t1: float) -> dict[str, Any]:
-        with self._lock:
-            inside = [s for s in self._samples if t0 <= s[0] <= t1]
-            if not inside:  # a window shorter than one sample: the first one after it
-                inside = [s for s in self._samples if s[0] > t1][:1] or self._samples[-1:]
-        if not inside:
-            return {}
-        powers = [s[1] for s in inside]
-        clocks = [s[2] for s in inside]
-        util: dict[int, list[float]] = {g: [] for g in self.siblings}
-        for s in inside:
-            for g, u in s[3].items():
-                util[g].append(u)
-        return {
-            "power_w": round(sum(powers) / len(powers), 1),
-            "power_max_w": round(max(powers), 1),
-            "sm_mhz": round(sum(clocks) / len(clocks), 1),
-            "sm_mhz_low": round(percentile(clocks, 5), 1),
-            "sm_mhz_high": round(percentile(clocks, 95), 1),
-            "num_samples": len(inside),
-            "idle_siblings": idle_siblings(util) if self.siblings else [],
-            "siblings_sampled": bool(self.siblings),
-        }
-
-
-# -- timing ----------------------------------------------------------------------------------
-
-
-class Bench:
-    """Buffers and the timing loop on one device."""
-
-    def __init__(self, torch: Any, device: str, cuda_index: int, dtype: Any,
-                 max_elems: tuple[int, int, int], sampler: Sampler | None) -> None:
-        self.torch, self.device, self.dtype, self.sampler = torch, device, dtype, sampler
-        if device == "cuda":
-            self.dev = torch.device("cuda", cuda_index)
-            torch.cuda.set_device(self.dev)
-            l2 = int(getattr(torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0) or 50 * 2**20)
-            flush_bytes = max(2 * l2, 64 * 2**20)
-        else:
-            self.dev = torch.device("cpu")
-            flush_bytes = 16 * 2**20
-        a, b, c = max_elems
-        self.abuf = torch.empty(a, dtype=dtype, device=self.dev)
-        self.bbuf = torch.empty(b, dtype=dtype, device=self.dev)
-        self.cbuf = torch.empty(c, dtype=dtype, device=self.dev)
-        self.flush = torch.empty(flush_bytes, dtype=torch.int8, device=self.dev)
-        self._starts: list[Any] = []
-        self._ends: list[Any] = []
-
-    def sync(self) -> None:
-        if self.device == "cuda":
-            self.torch.cuda.synchronize(self.dev)
-
-    def operands(self, shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
-        m, n, k = shape
-        a = self.abuf[: m * k].view(m, k)
-        b = self.bbuf[: k * n].view(k, n)
-        c = self.cbuf[: m * n].view(m, n)
-        a.normal_()
-        b.normal_()
-        return a, b, c
-
-    def _events(self, count: int) -> None:
-        while len(self._starts) < count:
-            self._starts.append(self.torch.cuda.Event(enable_timing=True))
-            self._ends.append(self.torch.cuda.Event(enable_timing=True))
-
-    def iterate(self, a: Any, b: Any, c: Any, count: int, lag: int, duty: float = 1.0) -> tuple[list[float], float]:
-        """``count`` iterations (flush, re-randomise the output, matmul): (seconds of each matmul,
-        seconds the device was kept busy, idle gaps excluded)."""
-        torch = self.torch
-        if self.device != "cuda":
-            out = []
-            t0 = time.perf_counter()
-            for _ in range(count):
-                self.flush.zero_()
-                c.normal_()
-                t = time.perf_counter()
-                torch.mm(a, b, out=c)
-                out.append(time.perf_counter() - t)
-            return out, time.perf_counter() - t0
-        self._events(count)
-        starts, ends = self._starts, self._ends
-        if duty < 1.0:
-            busy = 0.0
-            for i in range(count):
-                t = time.perf_counter()
-                self.flush.zero_()
-                c.normal_()
-                starts[i].record()
-                torch.mm(a, b, out=c)
-                ends[i].record()
-                ends[i].synchronize()
-                worked = time.perf_counter() - t
-                busy += worked
-                time.sleep(worked * (1.0 / duty - 1.0))  # idle as long as it worked: power stays low
-            return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)], busy
-        t0 = time.perf_counter()
-        for i in range(count):
-            self.flush.zero_()
-            c.normal_()
-            starts[i].record()
-            torch.mm(a, b, out=c)
-            ends[i].record()
-            if i >= lag:
-                ends[i - lag].synchronize()  # keep the CPU at most ``lag`` iterations ahead
-        ends[count - 1].synchronize()
-        return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)], time.perf_counter() - t0
-
-    def measure(self, shape: tuple[int, int, int], spec: Spec, stage: str) -> ShapeTiming:
-        wall0 = time.perf_counter()
-        a, b, c = self.operands(shape)
-        _, per_iter = self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
-        per_iter = max(per_iter, 1e-7)
-        # Warm-up in chunks; each chunk's busy time refines the per-iteration estimate.
-        warm_done, warm_spent = 0, 0.0
-        while warm_done < spec.warm_iters or warm_spent < spec.warm_s:
-            count = max(1, spec.warm_iters - warm_done, min(math.ceil((spec.warm_s - warm_spent) / per_iter), 1 << 20))
-            _, spent = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)), spec.duty)
-            per_iter = max(spent / count, 1e-7)
-            warm_done, warm_spent = warm_done + count, warm_spent + spent
-        count = min(spec.iters_max, max(spec.iters_min, math.ceil(spec.min_s / per_iter)))
-        t0 = time.monotonic()
-        seconds, _ = self.iterate(a, b, c, count, max(2, int(MAX_AHEAD_S / per_iter)), spec.duty)
-        t1 = time.monotonic()
-        mean, median, best = summarize_times(shape, seconds)
-        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=_sig(mean),
-                             median_tflops=_sig(median), max_tflops=_sig(best), iterations=count,
-                             kernel_s=round(sum(seconds), 6), wall_s=round(time.perf_counter() - wall0, 4))
-        if self.sampler is not None:
-            for key, value in self.sampler.window(t0, t1).items():
-                setattr(timing, key, value)
-        return timing
 
 
 # -- setup -----------------------------------------------------------------------------------
@@ -477,9 +186,7 @@ def _torch_and_device(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _no_nvml() -> Nvml:
-    nvml = Nvml.__new__(Nvml)
-    nvml.ok, nvml.error, nvml.power_source = False, "CPU run: no NVML", ""
-    return nvml
+    return Nvml.absent("CPU run: no NVML")
 
 
 def _accelerator_warmup(bench: Bench, device: str, seconds: float) -> None:
@@ -499,7 +206,8 @@ def run_search(args: argparse.Namespace) -> int:
     torch, device = _torch_and_device(args)
     grid = parse_grid(args.grid or ("default" if device == "cuda" else "tiny"))
     _, gpu, bench = _setup(args, torch, device, grid.max_elems())
-    table = specs(device, args.settle_s, args.sustain_s, args.hot_s)
+    table = specs(device, args.hot_s)
+    soak, settle = steady_rules(args, device)
     hot_next = replace(table[HOT], warm_s=min(HOT_SETTLE_S, table[HOT].warm_s))
     plan = SearchPlan(coarse_budget=args.coarse_budget, num_confirm=args.confirm, num_hot=args.hot,
                       num_hot_extra=0 if args.no_msmf else SearchPlan.num_hot_extra, num_sustain=args.sustain)
@@ -508,15 +216,24 @@ def run_search(args: argparse.Namespace) -> int:
     tel = Telemetry(gpu.power_limit_w, gpu.boost_mhz)
     _accelerator_warmup(bench, device, args.warmup_s)
     last = [""]
+    stage_start: dict[str, float] = {}
+    burst_at: dict[tuple[int, int, int], float] = {}
 
     def measure(shape: tuple[int, int, int], stage: str) -> ShapeTiming:
         if stage == BURST and last[0] != BURST and device == "cuda":
             time.sleep(1.0)  # off the power limit before the bursts that decide MAMF
-        spec = hot_next if stage == HOT and last[0] == HOT else table[stage]
-        t = bench.measure(shape, spec, stage)
+        stage_start.setdefault(stage, time.monotonic() - bench.origin)
+        if stage == SUSTAINED:
+            rule = settle if last[0] == SUSTAINED else soak  # the first held shape soaks, the next settle
+            t = classify_steadiness(classify_sustained(bench.hold(shape, rule), tel, plan.min_power_frac), rule)
+        else:
+            spec = hot_next if stage == HOT and last[0] == HOT else table[stage]
+            t = bench.measure(shape, spec, stage)
+            if stage == HOT:
+                classify_sustained(t, tel, plan.min_power_frac)
+            if stage == BURST:
+                burst_at[shape] = bench.points[-1].t_s
         last[0] = stage
-        if stage in (HOT, SUSTAINED):
-            classify_sustained(t, tel)
         emit("shape", gpu=gpu.index, **to_dict(t))
         return t
 
@@ -525,18 +242,46 @@ def run_search(args: argparse.Namespace) -> int:
     summary.screen_min_iters = table[SCREEN].iters_min
     summary.confirm_min_iters, summary.confirm_min_s = table[BURST].iters_min, table[BURST].min_s
     summary.burst_duty, summary.hot_s = table[BURST].duty, table[HOT].min_s
+    summary.soak_min_s, summary.soak_max_s = soak.min_s, soak.max_s
+    summary.steady_window_s, summary.steady_tol_frac = soak.span_s, soak.tol_frac
+    summary.held_window_s, summary.max_drift_frac = soak.window_s, soak.max_drift_frac
+    held = [t for t in summary.sustained if t.held]
+    summary.hot_stage_s = round(sum(t.wall_s for t in summary.sustained if t.stage == HOT), 3)
+    summary.soak_stage_s = round(sum(t.soak_s for t in held), 3)
+    summary.window_stage_s = round(sum(t.window_s for t in held), 3)
+    trace = bench.trace(gpu.index)
+    end = time.monotonic() - bench.origin
+    first_hot = stage_start.get(HOT, stage_start.get(SUSTAINED, end))
+    trace.spans = [TraceSpan("search", round(stage_start.get(SCREEN, stage_start.get(BURST, 0.0)), 3),
+                             round(first_hot, 3))] + \
+        ([TraceSpan("hot", round(first_hot, 3), round(stage_start.get(SUSTAINED, end), 3))] if HOT in stage_start
+         else []) + trace.spans
+    if summary.mamf is not None:
+        trace.mamf_t_s = burst_at.get(summary.mamf.shape)
+    if summary.msmf is not None:
+        held_at = [i for i, t in enumerate(held) if t is summary.msmf]
+        windows = [sp for sp in trace.spans if sp.name == "window"]
+        if held_at and held_at[0] < len(windows):
+            trace.msmf_span = windows[held_at[0]]
+    summary.trace = trace
     emit("result", mode=args.mode, gpu=gpu.index, dtype=args.dtype, summary=to_dict(summary))
     return 0
 
 
 def run_pinned(args: argparse.Namespace) -> int:
+    """One shape held: a settle (the siblings have been computing all along, so the board is hot)
+    or, with ``--soak``, the full soak; then the window."""
     shape = parse_shape(args.shape)
     m, n, k = shape
     torch, device = _torch_and_device(args)
     _, gpu, bench = _setup(args, torch, device, (m * k, k * n, m * n))
-    spec = specs(device, args.settle_s, args.sustain_s)[SUSTAINED]
-    t = classify_sustained(bench.measure(shape, spec, SUSTAINED), Telemetry(gpu.power_limit_w, gpu.boost_mhz))
-    emit("result", mode="pinned", gpu=gpu.index, dtype=args.dtype, timing=to_dict(t))
+    soak, settle = steady_rules(args, device)
+    rule = soak if args.soak else settle
+    tel = Telemetry(gpu.power_limit_w, gpu.boost_mhz)
+    t = classify_steadiness(classify_sustained(bench.hold(shape, rule), tel), rule)
+    trace = bench.trace(gpu.index)
+    trace.msmf_span = next((sp for sp in trace.spans if sp.name == "window"), None)
+    emit("result", mode="pinned", gpu=gpu.index, dtype=args.dtype, timing=to_dict(t), trace=to_dict(trace))
     return 0
 
 
@@ -585,7 +330,7 @@ def run_lemon(args: argparse.Namespace) -> int:
     hello(torch, device, nvml, "lemon")
     size = args.size or (16384 if device == "cuda" else 256)
     shape = (size, size, size)
-    spec = specs(device, 0.0, 0.0)[LEMON]
+    spec = specs(device)[LEMON]
     for index in [int(g) for g in args.gpus.split(",") if g.strip()]:
         emit("begin", gpu=index)
         try:
@@ -625,8 +370,17 @@ def build_parser() -> argparse.ArgumentParser:
         common(p)
         p.add_argument("--gpu", type=int, default=0, help="GPU index as nvidia-smi numbers it")
         p.add_argument("--siblings", default="", help="comma-separated GPUs whose load must stay busy")
-        p.add_argument("--settle-s", type=float, default=1.5, help="sustained: seconds before timing starts")
-        p.add_argument("--sustain-s", type=float, default=3.0, help="sustained: seconds timed")
+        p.add_argument("--soak-min-s", type=float, default=SOAK.min_s,
+                       help="held: the first held shape soaks at least this long")
+        p.add_argument("--soak-max-s", type=float, default=SOAK.max_s, help="held: ... and at most this long")
+        p.add_argument("--settle-s", type=float, default=SETTLE.min_s,
+                       help="held: a shape on a board already at its power limit settles at least this long")
+        p.add_argument("--span-s", type=float, default=SOAK.span_s,
+                       help="held: the SM clock's mean over this span vs the span before decides the soak")
+        p.add_argument("--tol", type=float, default=SOAK.tol_frac, help="held: ... within this fraction")
+        p.add_argument("--sustain-s", type=float, default=SOAK.window_s, help="held: seconds timed after the soak")
+        p.add_argument("--max-drift", type=float, default=SOAK.max_drift_frac,
+                       help="held: first-half vs second-half drift beyond this fraction labels it UNSTEADY")
 
     for mode in ("search", "exhaustive"):
         p = sub.add_parser(mode)
@@ -644,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pinned")
     measured(p)
     p.add_argument("--shape", required=True, help="MxNxK")
+    p.add_argument("--soak", action="store_true", help="the full soak instead of a settle")
     p = sub.add_parser("load")
     common(p)
     p.add_argument("--gpu", type=int, default=0)
@@ -659,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "sustain_s", 1.0) <= 0:
+        emit("error", error="--sustain-s must be positive: a held shape needs a timed window")
+        return 1
     runners = {"search": run_search, "exhaustive": run_search, "pinned": run_pinned, "load": run_load,
                "lemon": run_lemon}
     try:

@@ -7,6 +7,8 @@ environment variables, state (per-GPU call counters) from files under ``FAKE_STA
 - ``FAKE_TFLOPS``: ``gpu:v1/v2/v3,...`` pinned TFLOPS per call (the last value repeats); default 100
 - ``FAKE_IDLE``: ``gpu:n,...`` the first n pinned calls of that GPU report an idle sibling
 - ``FAKE_LEMON``: ``gpu:ok|error|crash|hang,...`` (default ok)
+- ``FAKE_TEMP``: ``gpu:°C,...`` the temperature a pinned (or the search's) MSMF reports; default 60
+- ``FAKE_UNREAD``: ``gpu:sibling,...`` that GPU's pinned measurement could not read that sibling
 """
 
 import argparse
@@ -42,7 +44,8 @@ def timing(m, n, k, tflops, stage, idle=()):
     return {"m": m, "n": n, "k": k, "stage": stage, "mean_tflops": tflops, "median_tflops": tflops,
             "max_tflops": tflops, "iterations": 10, "kernel_s": 0.1, "wall_s": 0.2, "power_w": 699.0,
             "power_max_w": 701.0, "sm_mhz": 1500.0, "sm_mhz_low": 1480.0, "sm_mhz_high": 1520.0,
-            "num_samples": 50, "label": "", "why": "", "idle_siblings": list(idle), "siblings_sampled": True}
+            "num_samples": 50, "label": "", "why": "", "idle_siblings": list(idle), "siblings_sampled": True,
+            "temp_c": 60.0, "window_s": 10.0, "soak_s": 5.0, "settled": True}
 
 
 def main(argv):
@@ -65,6 +68,7 @@ def main(argv):
         emit("gpu", gpu=int(args.gpu), name="Stand-in", sm_count=132, memory_gib=140.4, power_limit_w=700.0,
              boost_mhz=1980.0)
         t = timing(64, 64, 64, value(int(args.gpu)), "sustained")
+        t["temp_c"] = float(table("FAKE_TEMP").get(int(args.gpu), "60"))
         summary = {"mode": "search", "grid": "fake", "shapes_tried": 12, "num_screened": 12, "num_confirmed": 2,
                    "num_hot": 1, "num_sustained": 1, "mamf": timing(32, 64, 64, 120.0, "burst"), "msmf": t,
                    "sustained": [dict(t, stage="hot"), t]}
@@ -74,7 +78,13 @@ def main(argv):
         gpu = int(args.gpu)
         n = bump("idle", gpu)
         idle = [int(args.siblings.split(",")[0])] if n < int(table("FAKE_IDLE").get(gpu, "0")) else []
-        emit("result", mode="pinned", gpu=gpu, timing=timing(64, 64, 64, value(gpu), "sustained", idle))
+        t = timing(64, 64, 64, value(gpu), "sustained", idle)
+        t["temp_c"] = float(table("FAKE_TEMP").get(gpu, "60"))
+        unread = table("FAKE_UNREAD").get(gpu)
+        if unread:
+            t.update(siblings_unread=[int(unread)], siblings_sampled=False,
+                     sibling_error=f"gpu{unread}: NVMLError_GpuIsLost: GPU is lost")
+        emit("result", mode="pinned", gpu=gpu, timing=t)
         return 0
     if mode == "lemon":
         plan = table("FAKE_LEMON")
