@@ -42,7 +42,7 @@ def test_readme_run_command_on_this_machine(tmp_path):
     cfg = tmp_path / "cluster.toml"
     cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
                    'install_packages = false\n')
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=600)
+    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=1400)
     assert res.returncode == 0, res.stderr[-3000:]
     report = _report(tmp_path)
     assert run_cli("lint", str(report)).returncode == 0
@@ -76,7 +76,7 @@ def test_ctrl_c_then_resume_completes_the_report(tmp_path):
     assert "resume with `clustereval run --resume" in out
     run_dir = str(tmp_path / re.search(r"run folder: (\S+)", out).group(1))
     assert _leftover_files(scratch) == []  # Ctrl-C still cleared the scratch
-    res = run_cli("run", "--resume", run_dir, cwd=tmp_path, timeout=600)
+    res = run_cli("run", "--resume", run_dir, cwd=tmp_path, timeout=1400)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     state = (Path(run_dir) / "state.json").read_text()
     assert '"storage"' in state.split('"phases_finished"')[1]

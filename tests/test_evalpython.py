@@ -156,3 +156,18 @@ def test_preflight_says_whether_torch_is_there_without_gating_on_it(tmp_path):
     rec = PreflightPhase().run(ctx)
     (probe,) = [p for p in rec.probes if p.kind == "torch"]
     assert probe.ok and probe.detail.startswith("torch 2.")
+
+
+def test_a_resumed_run_whose_venv_went_to_trash_finds_its_interpreter_again(tmp_path, monkeypatch):
+    from clustereval.records.run import EvalPythonRecord
+
+    _no_default_index(monkeypatch)
+    ctx = _ctx(tmp_path, torch_index="http://127.0.0.1:9/whl")
+    gone = EvalPythonRecord(mode="venv", source="default-index", interpreter=str(tmp_path / "gone" / "bin" / "python"),
+                            torch="2.13.0+cpu")
+    EvalPythonPhase().restore(ctx, gone)
+    assert gone.source == "node-python" and ctx.eval_python == "python3"
+    assert ctx.store.load_record("evalpython", EvalPythonRecord).source == "node-python"
+    here = EvalPythonRecord(mode="configured", interpreter=sys.executable)
+    EvalPythonPhase().restore(ctx, here)
+    assert ctx.eval_python == sys.executable

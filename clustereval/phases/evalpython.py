@@ -105,8 +105,19 @@ class EvalPythonPhase:
         return True
 
     def restore(self, ctx: RunContext, record: EvalPythonRecord) -> None:
-        if record.interpreter:
-            ctx.eval_python = record.interpreter
+        """Use the recorded interpreter; on a resumed run whose venv went to trash with the scratch,
+        find or build it again (the record is updated in place and saved)."""
+        if not record.interpreter:
+            return
+        if record.mode == "venv" and ctx.nodes and not self._still_there(ctx, record.interpreter):
+            fresh = self.run(ctx)
+            record.__dict__.update(fresh.__dict__)
+            ctx.store.save_record(self.name, record)
+        ctx.eval_python = record.interpreter
+
+    def _still_there(self, ctx: RunContext, python: str) -> bool:
+        res = ctx.transport.run(ctx.nodes[0], [python, "-c", "import torch"], timeout_s=120)
+        return res.ok
 
     def run(self, ctx: RunContext) -> EvalPythonRecord:
         rec = EvalPythonRecord()
