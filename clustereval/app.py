@@ -15,6 +15,7 @@ from rich.console import Console
 from clustereval.compare import save_summary
 from clustereval.config import Config
 from clustereval.errors import (
+    EXIT_DEFECT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,7 +30,7 @@ from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
 from clustereval.report.lint import lint_text
 from clustereval.report.render import Rendered
-from clustereval.runner import execute, phase_names, render
+from clustereval.runner import execute, phase_names, render, unfinished
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
@@ -61,19 +62,36 @@ class _Interrupts:
 
     def _handle(self, signum, frame) -> None:  # noqa: ANN001
         if self.stop.is_set():
+            self.console.print("interrupt: stopping now", markup=False)
             raise KeyboardInterrupt
         self.stop.set()
-        self.console.print("interrupt: finishing the current measurement, then writing a partial report "
+        self.console.print("interrupt: stopping after the current step (a running fio run is stopped and "
+                           "discarded; it runs again on --resume), then writing a partial report "
                            "(Ctrl-C again to stop now)", markup=False)
 
     def __exit__(self, *exc) -> None:  # noqa: ANN002
         signal.signal(signal.SIGINT, self._old or signal.SIG_DFL)
 
 
-def run_eval(config: Config, *, profile: str, phase_list: str | None, resume_dir: Path | None,
+def run_eval(config: Config, *, profile: str | None, phase_list: str | None, resume_dir: Path | None,
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False,
              junit_path: Path | None = None) -> int:
+    """``profile`` None: the default (standard), or on --resume the profile the run started with."""
     phases = _select_phases(phase_list)
+    if resume_dir:
+        state = RunStore.open(resume_dir).load_state()
+        if profile is not None and profile != state.profile:
+            raise UsageError(f"{resume_dir} ran with --profile {state.profile}; a resumed run keeps its profile, "
+                             f"so --profile {profile} cannot apply",
+                             f"drop --profile (or pass --profile {state.profile}), or start a new run with "
+                             f"--profile {profile}")
+        if state.phases_planned and not phase_list:  # the phases the run was started with
+            phases = [p for p in phase_names() if p in state.phases_planned or p == "preflight"]
+        planned = phases
+        if state.finished_utc and not state.interrupted and state.outcomes and not unfinished(state, planned):
+            out.print(f"{resume_dir}: this run already finished with every phase ok; nothing to resume "
+                      f"(re-render with `clustereval report {resume_dir}`)", markup=False)
+            return EXIT_OK
     transport = make_transport(config)
     try:
         return _run_with(transport, config, phases, profile=profile, resume_dir=resume_dir,
@@ -91,7 +109,10 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         store = RunStore.open(resume_dir)
         state = store.load_state()
         profile = state.profile
+        todo = unfinished(state, phases)
+        console.print(f"resuming: preflight again, then {', '.join(todo) if todo else 'nothing else'}", markup=False)
     else:
+        profile = profile or "standard"
         store = RunStore.create(Path(reports_dir or config.reports_dir), config.name)
         state = RunState(name=config.name, stamp=utc_stamp(), profile=profile, phases_planned=phases,
                          started_utc=utc_now_iso(), config_path=str(Path(config.source).resolve()) if config.source else "")
@@ -106,12 +127,15 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         if name == "preflight" and status != "start" and "preflight" in ctx.records:
             show_preflight(ctx.records["preflight"], out)
 
+    left: list[str] = []
     with _Interrupts(ctx.stop, console):
         try:
             outcome = execute(ctx, phases, on_phase=on_phase)
         finally:
             # success, failure, Ctrl-C or a lost node: the scratch goes to trash before anything else
-            for line in cleanup_lines(clear_scratch(ctx), str(store.raw_dir)):
+            lines = cleanup_lines(clear_scratch(ctx), str(store.raw_dir))
+            left = [ln for ln in lines if ln.startswith("scratch: NOT cleared")]
+            for line in lines:
                 out.print(line, markup=False)
     rendered = render(store, config.access, prof.shortenings, config.targets.storage)
     moved = store.write_report(rendered.markdown)
@@ -120,25 +144,52 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
-    lint_ok = finish_report(store, rendered, console=console, out=out)
+    lint_ok = finish_report(store, rendered, console=console, out=out, left=left, lost=ctx.lost_nodes)
+    return exit_status(outcome, ctx, lint_ok, console, out)
+
+
+def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # noqa: ANN001 - a RunOutcome
+                out: Console) -> int:
+    """130 interrupted; 2 the gate found missing input (nothing slow started); 3 clustereval's own
+    defect (the report failed its lint, a phase hit an internal error); 1 a check, phase or node
+    failed; 0 every phase ok (or skipped: it does not apply to this cluster)."""
+    store = outcome.store
     if outcome.interrupted:
         out.print(f"interrupted: resume with `clustereval run --resume {store.raw_dir}`", markup=False)
         return EXIT_INTERRUPTED
     if outcome.gate_failed:
         pre = ctx.records.get("preflight")
         return EXIT_USAGE if pre is not None and pre.missing else EXIT_FAILED
-    if not lint_ok:
+    if not lint_ok or outcome.defects:
+        if outcome.defects:
+            console.print(f"error[internal]: clustereval failed inside {', '.join(outcome.defects)} (a clustereval "
+                          f"defect: the tracebacks are in {store.raw_dir / 'errors'})", markup=False)
+        return EXIT_DEFECT
+    if outcome.failed:
+        state = store.load_state()
+        parts = []
+        for name in outcome.failed:
+            ended = state.outcomes.get(name)
+            who = f" ({', '.join(ended.failed_nodes)})" if ended and ended.failed_nodes else ""
+            parts.append(f"{name} {ended.status if ended else 'failed'}{who}")
+        console.print(f"not every phase is ok: {'; '.join(parts)}; the report's Gaps say why, then "
+                      f"`clustereval run --resume {store.raw_dir}` runs again what is not ok", markup=False)
         return EXIT_FAILED
     return EXIT_OK
 
 
-def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out: Console) -> bool:
+def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out: Console,
+                  left: list[str] | None = None, lost: dict[str, str] | None = None) -> bool:
     """Print and save the close-out, then lint the report just written; False when lint found problems.
 
+    ``left``: the cleanup lines of scratch that could not be cleared (a lost node), each with the
+    command that clears it later; ``lost``: the nodes that stopped answering, and how.
     A lint problem is a defect in clustereval's own rendering: the report stays on disk, every
-    problem is printed with its line, and the command exits non-zero."""
+    problem is printed with its line, and the command exits 3."""
     title = next((ln[2:] for ln in rendered.markdown.splitlines() if ln.startswith("# ")), "")
     closeout = closeout_text(rendered, title)
+    if lost or left:
+        closeout = closeout.rstrip("\n") + "\n\n" + "\n".join(_left_behind(lost or {}, left or [])) + "\n"
     store.write_raw("closeout.md", closeout)
     out.print("", markup=False)
     out.print(closeout.rstrip("\n"), markup=False)
@@ -151,6 +202,14 @@ def finish_report(store: RunStore, rendered: Rendered, *, console: Console, out:
                       f"{store.report_path}; the report breaks the runbook's final-pass rules "
                       "(a clustereval defect: please report it)", markup=False)
     return not problems
+
+
+def _left_behind(lost: dict[str, str], left: list[str]) -> list[str]:
+    """The close-out's last block: nodes lost mid-run and the scratch still on them."""
+    lines = ["Left behind on nodes that stopped answering:"]
+    lines += [f"- {node}: {why}" for node, why in lost.items()]
+    lines += [f"- {ln.removeprefix('scratch: ')}" for ln in left]
+    return lines
 
 
 def clear_scratch(ctx: RunContext) -> list[ScratchMove]:
@@ -315,7 +374,7 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     out.print(f"report: {store.report_path}", markup=False)
     if moved:
         out.print(f"the previous rendering moved to {moved}", markup=False)
-    return EXIT_OK if finish_report(store, rendered, console=console, out=out) else EXIT_FAILED
+    return EXIT_OK if finish_report(store, rendered, console=console, out=out) else EXIT_DEFECT
 
 
 def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Path | None, console: Console,
@@ -338,9 +397,14 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
                                   config_path=str(Path(config.source).resolve()) if config.source else ""))
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console), eval_python=config.eval_python or "python3")
-        record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
-        store.save_record("pairwise", record)
-        store.mark_finished("pairwise")
+        try:
+            record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
+            store.save_record("pairwise", record)
+            store.mark_finished("pairwise")
+        finally:
+            # the package and torchrun's folders went under the run's scratch: to trash, as after a run
+            for line in cleanup_lines(clear_scratch(ctx), str(store.raw_dir)):
+                out.print(line, markup=False)
     finally:
         close = getattr(transport, "close", None)
         if close:

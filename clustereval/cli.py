@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from clustereval import __version__
-from clustereval.errors import EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
+from clustereval.errors import EXIT_DEFECT, EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -80,18 +80,30 @@ def lint(report: str) -> None:
 
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="cluster.toml (default: ./cluster.toml, else this machine alone).")
-@click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default="standard", show_default=True,
-              help="standard = the published recipe; quick shortens it and the report says how; "
-                   "smoke rehearses the whole pipeline in about a minute (figures too small to judge by).")
+@click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default=None,
+              help="standard (the default) = the published recipe; quick shortens it and the report says how; "
+                   "smoke rehearses the whole pipeline in about a minute (figures too small to judge by). "
+                   "A resumed run keeps the profile it started with.")
 @click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue RUN_DIR from its first unfinished phase.")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
+              help="Continue RUN_DIR: preflight again, then every phase that is not ok (storage keeps its "
+                   "finished fio runs); a run that already finished says so and does nothing.")
 @click.option("--reports-dir", type=click.Path(file_okay=False), help="Where reports/ go (default from the config: reports).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
 @click.pass_context
 def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: str | None,
         resume_dir: str | None, reports_dir: str | None, junit_path: str | None) -> None:
-    """Preflight, then every phase; render, lint, clear scratch, print the close-out."""
+    """Preflight, then every phase; render, lint, clear scratch, print the close-out.
+
+    \b
+    Exit status:
+      0    every phase ok (or skipped: it does not apply to this cluster)
+      1    a check, phase or node failed (the report's Gaps say which)
+      2    bad input: nothing slow was started
+      3    clustereval's own defect, e.g. the report fails its lint (the report is still written)
+      130  interrupted (resume with --resume RUN_DIR)
+    """
     from clustereval.app import run_eval, stored_config_path
 
     if resume_dir and not config_path:
@@ -265,12 +277,15 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
     from clustereval.analysis.nccl_debug import report_lines
     from clustereval.app import _progress_printer
     from clustereval.debug.nccl import debug_nccl
+    from clustereval.report.cleanup import cleanup_lines
 
     config = load_config_or_default(config_path)
     rec, store = debug_nccl(config, pairs_file=Path(pairs_file) if pairs_file else None,
                             snapshot_all=snapshot_all, reports_dir=Path(reports_dir) if reports_dir else None,
                             sample_s=sample_seconds, progress=_progress_printer(console))
     for line in report_lines(rec):
+        out.print(line, markup=False)
+    for line in cleanup_lines(rec.scratch, str(store.raw_dir)):
         out.print(line, markup=False)
     for gap in rec.gaps:
         console.print(f"gap: {gap.text}", markup=False)
@@ -346,7 +361,7 @@ def main() -> None:
         err = sys.exc_info()[1]
         console.print(f"error[internal]: {type(err).__name__}: {err} (re-run with --debug for the traceback)",
                       markup=False)
-        sys.exit(EXIT_USAGE if isinstance(err, (ValueError, OSError)) else 1)
+        sys.exit(EXIT_USAGE if isinstance(err, (ValueError, OSError)) else EXIT_DEFECT)
 
 
 if __name__ == "__main__":

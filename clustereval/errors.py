@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a phase failed; the report says which
 EXIT_USAGE = 2  # bad config or bad input: nothing slow was started
+EXIT_DEFECT = 3  # clustereval's own defect (e.g. the report it wrote fails its lint); the report is still written
 EXIT_INTERRUPTED = 130
 
 
@@ -90,6 +91,23 @@ class CommandTimeout(TransportError):
     error_id = "command-timeout"
 
 
+class ConnectionLost(TransportError):
+    """The connection to a node dropped while a command ran (ssh exited 255 with no error of its own,
+    or with its keepalive or remote-close message): the node rebooted, lost its network or access."""
+
+    error_id = "connection-lost"
+
+    def __init__(self, node: str, message: str, hint: str = "", *, where: str = "", after_s: float = 0.0,
+                 during: str = "") -> None:
+        super().__init__(node, message, hint, where=where)
+        self.after_s = after_s
+        self.during = during
+
+
+# errors after which a node counts as gone for the rest of the run: later steps skip it at once
+NODE_GONE_IDS = ("connection-lost", "ssh-unreachable", "command-timeout")
+
+
 class PreflightFailed(ClusterEvalError):
     """The hard gate did not pass; nothing slow was started."""
 
@@ -106,4 +124,4 @@ class ScratchError(ClusterEvalError):
 
 class LintFailed(ClusterEvalError):
     error_id = "lint-failed"
-    exit_code = EXIT_FAILED
+    exit_code = EXIT_DEFECT

@@ -1,13 +1,15 @@
 """Phase order, gating, persistence, resume, interruption, cleanup.
 
 Each phase's record is on the controller's disk the moment the phase ends; ``state.json``
-says which finished, so ``--resume`` continues from the first unfinished phase.
+says how each ended (ok / partial / failed / skipped), so ``--resume`` re-checks the gate and
+runs again every phase that is not ok.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +19,8 @@ from clustereval.phases.base import Phase, RunContext
 from clustereval.records import Gap, PhaseRecord
 from clustereval.records.registry import RECORD_TYPES
 from clustereval.report.render import Rendered, RunView, render_report
-from clustereval.store import RunState, RunStore, utc_now_iso
+from clustereval.store import OUTCOMES, PhaseOutcome, RunState, RunStore, utc_now_iso
+from clustereval.transport.base import Node
 
 # The seed's loop, in order: name -> "module:Class". A phase module joins the run by adding a line.
 PHASES: dict[str, str] = {
@@ -48,10 +51,12 @@ def phase_names() -> list[str]:
 class RunOutcome:
     store: RunStore
     rendered: Rendered | None = None
-    finished: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)  # ran to their end (this attempt or an earlier one)
+    failed: list[str] = field(default_factory=list)  # ended failed or partial: a check, phase or node failed
+    defects: list[str] = field(default_factory=list)  # ended by clustereval's own error (exit 3)
     interrupted: bool = False
     gate_failed: bool = False
+    ran: list[str] = field(default_factory=list)  # the phases this attempt ran (a resume: only what was missing)
 
 
 def load_records(store: RunStore) -> dict[str, Any]:
@@ -71,17 +76,24 @@ def view_of(store: RunStore, state: RunState, access: str, records: dict[str, An
 
 
 def run_phase(phase: Phase, ctx: RunContext) -> Any:
-    """Run one phase; an error becomes a failed record with a Gap, never a crash of the run."""
+    """Run one phase; an error becomes a failed record with a Gap, never a crash of the run.
+
+    A Python error inside a phase is clustereval's own defect: the phase fails with a Gap that says
+    so, its traceback goes to ``errors/<phase>.txt`` in the raw folder, and the run goes on."""
     started = utc_now_iso()
     t0 = time.monotonic()
     try:
         record = phase.run(ctx)
     except ClusterEvalError as exc:
-        cls = RECORD_TYPES.get(phase.name, PhaseRecord)
-        record = cls()
-        record.status = "failed"
-        record.gaps = [Gap(phase=phase.name, text=f"{phase.title} did not complete: {exc.message}",
-                           plan=exc.hint or "fix the error above and run `clustereval run --resume RUN_DIR`")]
+        record = _failed_record(phase, f"{phase.title} did not complete: {exc.message}",
+                                exc.hint or "fix the error above and run `clustereval run --resume RUN_DIR`")
+    except Exception as exc:  # noqa: BLE001 - a defect of ours must not lose the other phases' results
+        rel = f"errors/{phase.name}.txt"
+        ctx.raw(rel, traceback.format_exc())
+        record = _failed_record(phase, f"{phase.title} stopped on an error in clustereval itself "
+                                       f"({type(exc).__name__}: {exc}).",
+                                f"report it with {ctx.store.raw_rel}/{rel}; the other phases' results stand")
+        ctx.records.setdefault("_defects", {})[phase.name] = f"{type(exc).__name__}: {exc}"
     if isinstance(record, PhaseRecord):
         record.phase = record.phase or phase.name
         record.started_utc = record.started_utc or started
@@ -90,11 +102,81 @@ def run_phase(phase: Phase, ctx: RunContext) -> Any:
     return record
 
 
+def _failed_record(phase: Phase, text: str, plan: str) -> Any:
+    cls = RECORD_TYPES.get(phase.name, PhaseRecord)
+    record = cls()
+    record.status = "failed"
+    record.gaps = [Gap(phase=phase.name, text=text, plan=plan)]
+    return record
+
+
+def outcome_of(name: str, record: Any, ctx: RunContext) -> PhaseOutcome:
+    """How the phase ended, from its record and the per-node failures the phase noted."""
+    status = getattr(record, "status", "ok")
+    if status not in OUTCOMES:
+        status = "partial"
+    if name == "preflight" and not getattr(record, "passed", True):
+        status = "failed"
+    failed = dict(ctx.node_failures.get(name, {}))
+    if status in ("partial", "failed"):
+        failed.update({g.node: g.text for g in getattr(record, "gaps", []) if getattr(g, "node", "")})
+    cells = []
+    for scan in [getattr(record, "local", None), *getattr(record, "shared", [])]:
+        for cell in getattr(scan, "cells", []) if scan is not None else []:
+            if cell.error:
+                cells.append(f"{scan.mount} {cell.file_size_bytes} {cell.rw}")
+    if status == "ok" and (failed or cells):
+        status = "partial"
+    order = {n.name: n.index for n in ctx.nodes}
+    return PhaseOutcome(status=status, failed_nodes=sorted(failed, key=lambda n: (order.get(n, 1 << 30), n)),
+                        failed_cells=cells, finished_utc=getattr(record, "finished_utc", "") or utc_now_iso(),
+                        seconds=getattr(record, "seconds", 0.0),
+                        defect=ctx.records.get("_defects", {}).get(name, ""))
+
+
+# phases whose record holds one entry per node (``.nodes[i].node``): on --resume after a partial
+# outcome only the failed nodes run again, and their entries replace the old ones
+PER_NODE = ("packages", "environment", "health", "matmul", "lemon")
+
+
+def resume_subset(name: str, state: RunState, ctx: RunContext) -> list[Node] | None:
+    """The nodes to run ``name`` on again (None: every node)."""
+    prev = state.outcomes.get(name)
+    if name not in PER_NODE or prev is None or prev.status != "partial" or prev.interrupted or prev.defect:
+        return None
+    old = ctx.records.get(name)
+    if old is None or not getattr(old, "nodes", None):
+        return None
+    failed = set(prev.failed_nodes)
+    subset = [n for n in ctx.nodes if n.name in failed]
+    entries = {e.node for e in old.nodes}
+    if not subset or len(subset) == len(ctx.nodes) or any(n.name not in entries for n in ctx.nodes if n not in subset):
+        return None
+    if any(not g.node for g in getattr(old, "gaps", [])):  # a phase-wide Gap: run it all again
+        return None
+    return subset
+
+
+def merge_nodes(phase: Phase, ctx: RunContext, old: Any, new: Any, subset: list[Node]) -> Any:
+    """``new`` (from ``subset``) with ``old``'s entries and Gaps for every other node."""
+    names = {n.name for n in subset}
+    order = {n.name: n.index for n in ctx.nodes}
+    kept = [e for e in old.nodes if e.node not in names]
+    new.nodes = sorted(kept + [e for e in new.nodes if e.node in names], key=lambda e: order.get(e.node, 1 << 30))
+    new.gaps = [g for g in old.gaps if g.node and g.node not in names] + list(new.gaps)
+    merged = getattr(phase, "merged", None)
+    if merged is not None:
+        merged(ctx, new)  # what the phase derives from every node (drift across nodes, the clock range)
+    return new
+
+
 def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str], None] | None = None,
             gate: str | None = "preflight") -> RunOutcome:
-    """Run ``phases`` in order, skipping the ones ``state.json`` marks finished.
+    """Run ``phases`` in order, skipping the ones ``state.json`` says have nothing left to do.
 
-    ``gate``: when that phase's record says it did not pass, nothing after it runs.
+    ``gate``: that phase always runs (a resumed run proves the cluster is still reachable), and
+    when its record says it did not pass, nothing after it runs. Every other phase whose outcome
+    is not ``ok`` (or ``skipped``) runs again; storage keeps the fio runs that finished.
     """
     store = ctx.store
     state = store.load_state()
@@ -104,7 +186,7 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
         if ctx.stop.is_set():
             outcome.interrupted = True
             break
-        if name in state.phases_finished:
+        if name != gate and state.done(name):
             outcome.finished.append(name)
             restore = getattr(load_phase(name), "restore", None)
             if restore and name in ctx.records:
@@ -115,8 +197,22 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
             continue
         if on_phase:
             on_phase(name, "start")
+        outcome.ran.append(name)
+        ctx.node_failures.pop(name, None)
+        ctx.records.get("_defects", {}).pop(name, None)
+        subset = resume_subset(name, state, ctx) if name != gate else None
+        every = ctx.nodes
         try:
-            record = run_phase(phase, ctx)
+            if subset:
+                ctx.nodes = subset
+                ctx.progress(name, ", ".join(n.name for n in subset), "running again only on the node(s) that "
+                             "failed before; the other nodes' results stand", None)
+            try:
+                record = run_phase(phase, ctx)
+            finally:
+                ctx.nodes = every
+            if subset and isinstance(record, PhaseRecord) and hasattr(record, "nodes"):
+                record = merge_nodes(phase, ctx, ctx.records[name], record, subset)
         except KeyboardInterrupt:
             ctx.stop.set()
             outcome.interrupted = True
@@ -125,18 +221,23 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
             break
         store.save_record(name, record)
         ctx.records[name] = record
-        if ctx.stop.is_set() and getattr(record, "status", "ok") != "ok":
+        ended = outcome_of(name, record, ctx)
+        if ctx.stop.is_set() and ended.status != "ok":
             # interrupted mid-phase: what finished is saved, the phase runs again on --resume
+            ended.interrupted = True
+            store.save_outcome(name, ended)
             outcome.interrupted = True
             if on_phase:
                 on_phase(name, "interrupted")
             break
-        store.mark_finished(name)
+        store.save_outcome(name, ended)
         outcome.finished.append(name)
-        if getattr(record, "status", "ok") == "failed":
+        if ended.defect:
+            outcome.defects.append(name)
+        elif ended.status in ("failed", "partial"):
             outcome.failed.append(name)
         if on_phase:
-            on_phase(name, getattr(record, "status", "ok"))
+            on_phase(name, ended.status)
         if gate and name == gate and not getattr(record, "passed", True):
             outcome.gate_failed = True
             break
@@ -145,7 +246,17 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
     if not outcome.interrupted and not outcome.gate_failed:
         state.finished_utc = utc_now_iso()
     store.save_state(state)
+    # phases not ok from an earlier attempt that this one did not reach again still count
+    for name in phases:
+        prev = state.outcomes.get(name)
+        if prev is not None and name not in outcome.ran and prev.status in ("failed", "partial"):
+            outcome.failed.append(name)
     return outcome
+
+
+def unfinished(state: RunState, phases: list[str]) -> list[str]:
+    """The planned phases that still have something to do (the gate aside)."""
+    return [p for p in phases if p != "preflight" and not state.done(p)]
 
 
 def render(store: RunStore, access: str, shortenings: tuple[str, ...] = (), targets: Any = None) -> Rendered:

@@ -51,9 +51,32 @@ def atomic_write(path: Path, text: str | bytes) -> None:
         raise
 
 
+OUTCOMES = ("ok", "partial", "failed", "skipped")
+DONE = ("ok", "skipped")  # nothing left to do for a phase with this outcome
+
+
+@dataclass
+class PhaseOutcome:
+    """How one phase ended: ``ok``, ``partial`` (with the nodes or cells that failed), ``failed``
+    or ``skipped`` (it does not apply here, e.g. no GPU). ``interrupted``: Ctrl-C stopped it."""
+
+    status: str = "ok"
+    failed_nodes: list[str] = field(default_factory=list)
+    failed_cells: list[str] = field(default_factory=list)  # "<mount> <size> <read|write>" for storage
+    interrupted: bool = False
+    finished_utc: str = ""
+    seconds: float = 0.0
+    defect: str = ""  # clustereval's own error that ended the phase (exit 3)
+
+    @property
+    def done(self) -> bool:
+        return self.status in DONE and not self.interrupted
+
+
 @dataclass
 class RunState:
-    """Which phases finished, in order; what the run was asked to do."""
+    """What the run was asked to do and how each phase ended (``outcomes``); ``phases_finished``
+    lists, in order, the phases with nothing left to do (ok or skipped)."""
 
     name: str
     stamp: str
@@ -64,6 +87,13 @@ class RunState:
     finished_utc: str = ""
     interrupted: bool = False
     config_path: str = ""
+    outcomes: dict[str, PhaseOutcome] = field(default_factory=dict)
+
+    def done(self, phase: str) -> bool:
+        """Whether ``phase`` has nothing left to do (a state from before outcomes: it finished)."""
+        if phase in self.outcomes:
+            return self.outcomes[phase].done
+        return phase in self.phases_finished
 
 
 class RunStore:
@@ -129,6 +159,16 @@ class RunStore:
         state = self.load_state()
         if phase not in state.phases_finished:
             state.phases_finished.append(phase)
+        self.save_state(state)
+
+    def save_outcome(self, phase: str, outcome: PhaseOutcome) -> None:
+        """Record how ``phase`` ended; an ``ok``/``skipped`` one also counts as finished."""
+        state = self.load_state()
+        state.outcomes[phase] = outcome
+        if outcome.done and phase not in state.phases_finished:
+            state.phases_finished.append(phase)
+        if not outcome.done and phase in state.phases_finished:
+            state.phases_finished.remove(phase)
         self.save_state(state)
 
     # -- records -----------------------------------------------------------------------

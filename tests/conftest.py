@@ -68,7 +68,8 @@ def netns_cluster():
     ``transport()`` (an ``SshTransport``), ``cluster_nodes()`` (``transport.base.Node`` list),
     ``ssh_settings()``, ``write_config(path=None, ssh_port=None, extra="", nodes=None, **fields)``,
     ``kill_sshd(i)`` / ``start_sshd(i)``, ``set_hostname_loopback(i, on=True)`` (the node's own
-    hostname resolves to 127.0.1.1 there), ``shape(i, rate_mbit=None, delay_ms=None)`` /
+    hostname resolves to 127.0.1.1 there), ``set_name_resolution(mode)`` (``all``,
+    ``own-address-ip-peers``, ``loopback-ip-peers``: how hostnames resolve on every node), ``shape(i, rate_mbit=None, delay_ms=None)`` /
     ``unshape(i)`` (tc on the node's link, both directions; delay needs sch_netem and raises
     ``TestbedUnavailable`` without it), ``exec(i, argv)`` (run inside the node without ssh),
     ``ssh_argv(i, *argv)``, ``shared_dir`` / ``scratch_dir`` (shared_paths / local_scratch).

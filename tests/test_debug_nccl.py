@@ -33,7 +33,7 @@ def test_slow_flags_follow_the_5_percent_rule():
     assert threshold == 5.0 and round(mean, 3) == 65.0
     assert {(p.a, p.b) for p in pairs if p.slow} == {("n0", "n2"), ("n1", "n2"), ("n2", "n3")}
     pairs, _, _ = pairs_from({"pairs": [{"a": "x", "b": "y", "busbw_gb_s": None}, {"a": "x", "b": "z", "busbw_gb_s": 5}]})
-    assert [p.slow for p in pairs] == [True, False]  # a pair that did not complete is slow
+    assert [p.slow for p in pairs] == [False, False]  # a pair that did not complete is failed, not slow
 
 
 def test_ranking_straggler_first_then_independent_then_concerns_only():
@@ -110,9 +110,8 @@ def test_workflow_from_saved_pairs_on_the_namespace_cluster(cluster3, tmp_path):
     assert f"  1. {n2}: named by the pairwise hunt: 2 of 2 pairs slow" in text
     assert f"pair {n0} + {n2}: 0.31 GB/s (-48.6% vs the mean)" in text
     assert "[address subnet] every measured node shares one subnet" in text
-    # Slurm is not running here: the fact says why it could not be read
-    assert "[slurm] no Slurm topology: `scontrol` is not installed" in text or \
-        "[slurm] `scontrol show topology` failed on" in text
+    # an SSH cluster: no Slurm topology is asked for, so no scontrol error is printed
+    assert "[slurm]" not in text and "scontrol" not in text
     # an evidence bundle per suspect, with the pair results and the snapshot's raw outputs
     archive = rec.suspects[0].evidence
     with tarfile.open(archive) as tar:

@@ -6,6 +6,7 @@ clean, say what could not run with a plan, and leave no scratch behind.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -83,6 +84,66 @@ def test_ctrl_c_then_resume_completes_the_report(tmp_path):
     report = _report(tmp_path)
     assert run_cli("lint", str(report)).returncode == 0
     assert "## Storage" in report.read_text()
+
+
+def _scratch_roots(cluster) -> list[Path]:
+    return [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
+
+
+@pytest.mark.timeout(1200)
+def test_smoke_run_across_four_nodes_over_ssh(netns_cluster):
+    cluster = netns_cluster(4)
+    res = run_cli("run", "--config", str(cluster.config_path), "--profile", "smoke", cwd=cluster.workdir,
+                  timeout=1100)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    report = _report(cluster.workdir)
+    assert run_cli("lint", str(report)).returncode == 0
+    text = report.read_text()
+    for heading in ("Inter-node connectivity", "### Inter-node all-reduce benchmark", "### Pairwise all-reduce benchmark",
+                    "### Concurrent write shared fs benchmark"):
+        assert heading in text, heading
+    for node in cluster.nodes:
+        assert f"{node.name}(node{node.index})" in text
+    state = (report.parent / f"raw-{report.stem}" / "state.json").read_text()
+    assert '"failed"' not in state and '"partial"' not in state
+    assert _leftover_files(*_scratch_roots(cluster)) == []
+
+
+@pytest.mark.timeout(1500)
+def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
+    cluster = netns_cluster(4)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cluster.config_path),
+                             "--profile", "smoke"], cwd=cluster.workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[allreduce] start"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=600)[0]
+    assert proc.returncode == 130, out[-3000:]
+    run_dir = Path(re.search(r"run folder: (\S+)", out).group(1))
+    report = _report(cluster.workdir)
+    assert "interrupted" in report.read_text()
+    assert _leftover_files(*_scratch_roots(cluster)) == []
+    before = json.loads((run_dir / "state.json").read_text())["outcomes"]
+    assert before["connectivity"]["status"] == "ok" and "storage" not in before
+    res = run_cli("run", "--resume", str(run_dir), cwd=cluster.workdir, timeout=1000)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    ran = re.findall(r"^\[(\w+)\] start", res.stderr, re.MULTILINE)
+    assert ran[0] == "preflight" and "connectivity" not in ran and "environment" not in ran
+    assert "allreduce" in ran and "storage" in ran
+    after = json.loads((run_dir / "state.json").read_text())["outcomes"]
+    assert all(o["status"] in ("ok", "skipped") for o in after.values()), after
+    assert run_cli("lint", str(report)).returncode == 0
+    again = run_cli("run", "--resume", str(run_dir), cwd=cluster.workdir, timeout=300)
+    assert again.returncode == 0 and "nothing to resume" in again.stdout
+    assert "[preflight] start" not in again.stderr
+    other = run_cli("run", "--resume", str(run_dir), "--profile", "quick", cwd=cluster.workdir, timeout=300)
+    assert other.returncode == 2 and "--profile quick cannot apply" in other.stderr
 
 
 def _copy_checkout(dest: Path) -> Path:

@@ -10,6 +10,8 @@ import json
 import socket
 import sys
 
+import pytest
+
 from clustereval.config import Config
 from clustereval.phases.base import Profile, RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
@@ -33,6 +35,7 @@ def _ctx(tmp_path, cluster, ranks: int = 1) -> RunContext:
                       profile=SMALL, eval_python=sys.executable)
 
 
+@pytest.mark.timeout(1500)
 def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_path, cluster3):
     """node0's hostname resolves to 127.0.1.1 there (the rendezvous quirk); node2's link is slow."""
     cluster3.set_hostname_loopback(0)
@@ -82,6 +85,7 @@ def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_pa
     assert (raw / pw["heatmap"]).exists()
 
 
+@pytest.mark.timeout(900)
 def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
     ctx = _ctx(tmp_path, cluster3)
     port = ctx.config.rdzv_port
@@ -93,3 +97,8 @@ def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
     assert not res.info.ok
     assert res.info.diagnosis == "unreachable-port", res.info.diagnosis_text
     assert cluster3.nodes[1].name in res.info.diagnosis_text
+    # node1's own exit is reported as it happened; the others were stopped by us, not timed out
+    exits = {e.node: e for e in res.info.exits}
+    assert exits[cluster3.nodes[1].name].state == "failed"
+    assert {exits[n.name].state for n in (cluster3.nodes[0], cluster3.nodes[2])} <= {"stopped", "failed"}
+    assert res.info.port_free is True

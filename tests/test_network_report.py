@@ -101,7 +101,8 @@ def test_four_nodes_inter_node_pairwise_and_stragglers():
     pw = PairwiseRecord(payload_bytes=GIB, backend="nccl", ranks_per_node=8, num_rounds=3, pairs=pairs,
                         mean_busbw_gb_s=80.17, suspects=[NodeSuspect("n2", 3, 3, 1.0, 70.5),
                                                          NodeSuspect("n3", 1, 3, 0.333, 83.2)],
-                        stragglers=["n2"], heatmap="network/pairwise-heatmap.png")
+                        stragglers=["n2"], heatmap="network/pairwise-heatmap.png", judged=True, healthy_pairs=3,
+                        healthy_samples=3, healthy_median_gb_s=90.0, healthy_floor_gb_s=89.0, limit_gb_s=84.55)
     md, findings = render(view_for(names, intra_peaks=[345.0, 344.0, 300.0, 346.0], inter_peak=95.0, pairwise=pw))
     assert "1. [Inter-node connectivity](#introduction) — `connectivity.py`, 32 ranks on 4 nodes" in md
     assert "[Inter-node all-reduce benchmark](#inter-node-all-reduce-benchmark) — `allreduce.py`, 32 ranks" in md
@@ -110,12 +111,17 @@ def test_four_nodes_inter_node_pairwise_and_stragglers():
     assert "inter ÷ 1-node (×)" in md
     assert "NIC inventory per node" in md and "400 Gb/s (50.00 GBps) each" in md
     assert "% of" not in md.split("### Inter-node all-reduce benchmark")[1].split("###")[0]
-    assert "Stragglers (most of their pairs slow): `gpu-002(node2)`" in md
+    assert "Stragglers (every sample of their pairs below the limit): `gpu-002(node2)`" in md
+    assert "the slowest was 89.00 GBps, so a pair is slow when even its fastest sample is below 84.55 GBps" in md
+    assert "| gpu-000(node0) | gpu-002(node2) | 2 | 71.00 | 71.00 | 71.00 | -21.1 | slow |" in md
+    assert "| gpu-000(node0) | gpu-001(node1) | 1 | 90.00 | 90.00 | 90.00 | +0.0 | within the healthy spread |" in md
     by_cat = {}
     for f in findings:
         by_cat.setdefault(f.category, []).append(f)
     assert any("gpu-002(node2)" in f.text and "intra-node" in f.text for f in by_cat["underperforming"])
-    assert any("gpu-002(node2)" in f.text and "pairwise" in f.text for f in by_cat["underperforming"])
+    (straggler,) = [f for f in by_cat["underperforming"] if "pairwise" in f.text]
+    assert straggler.text.startswith("`gpu-002(node2)` is a straggler")
+    assert "below the limit of 84.55 GBps" in straggler.text
     (inter,) = by_cat["needs_input"]
     assert "no NIC rate is its target" in inter.text and "NET/IB" in inter.text
     assert all("% of NIC" not in f.text and "rail" not in f.text for f in findings)
@@ -176,3 +182,46 @@ def test_sweep_without_the_connectivity_record_still_expands_nccl_and_passes_lin
     md = render_report(view).markdown
     assert "connectivity" not in md.split("## Network")[0]  # no TOC line for a test that did not run
     assert lint_text(md) == [], [str(p) for p in lint_text(md)]
+
+
+def _pw(pairs, **kw) -> PairwiseRecord:
+    return PairwiseRecord(payload_bytes=GIB, backend="nccl", ranks_per_node=8, num_rounds=3, pairs=pairs,
+                          samples_per_pair=3, **kw)
+
+
+def test_pairwise_with_a_failed_pair_and_with_every_pair_failed_passes_lint():
+    from clustereval.records import Gap
+    from clustereval.report.lint import lint_text
+    from clustereval.report.render import render_report
+    from tests.envfixtures import h200_record
+
+    env = h200_record(4)
+    names = [n.node for n in env.nodes]
+    a, b, c, d = names
+    ok = [PairResult(a, b, 1, 90.0, samples_gb_s=[89.0, 90.0, 91.0]), PairResult(c, d, 1, 90.5, samples_gb_s=[90.5] * 3),
+          PairResult(a, c, 2, 89.5, samples_gb_s=[89.5] * 3), PairResult(b, d, 2, 90.2, samples_gb_s=[90.2] * 3),
+          PairResult(a, d, 3, 90.1, samples_gb_s=[90.1] * 3)]
+    failed = PairResult(b, c, 3, None, error="the launch failed on both nodes")
+    partly = _pw([*ok, failed], judged=True, healthy_pairs=5, healthy_samples=15, healthy_median_gb_s=90.1,
+                 healthy_floor_gb_s=89.0, limit_gb_s=84.55, mean_busbw_gb_s=90.06, status="partial",
+                 gaps=[Gap("pairwise", f"The pair {b} + {c} did not complete (the launch failed).", "re-run")])
+    none = _pw([PairResult(x, y, 1, None, error="the rendezvous port is blocked") for x, y in
+                [(a, b), (c, d), (a, c), (b, d), (a, d), (b, c)]],
+               why_not_judged="none of the 6 pairs completed", status="failed", not_joined=[b],
+               gaps=[Gap("pairwise", "No straggler was judged: none of the 6 pairs completed.", "fix the launch")])
+    for pw in (partly, none):
+        view = view_for(names, intra_peaks=[345.0] * 4, inter_peak=95.0, pairwise=pw)
+        view.records["environment"] = env
+        md = render_report(view).markdown
+        assert lint_text(md) == [], [str(p) for p in lint_text(md)]
+        section = md.split("### Pairwise all-reduce benchmark")[1].split("###")[0]
+        assert "| |" not in section and "Mean" not in section
+        assert "Stragglers" not in section
+    md, findings = render(view_for(names, intra_peaks=[345.0] * 4, inter_peak=95.0, pairwise=partly))
+    assert f"counted neither slow nor fast): {b}" in md or "counted neither slow nor fast)" in md
+    assert not [f for f in findings if "straggler" in f.text]
+    md, findings = render(view_for(names, intra_peaks=[345.0] * 4, inter_peak=95.0, pairwise=none))
+    assert "No node was judged: none of the 6 pairs completed." in md
+    (launcher,) = [f for f in findings if f.subsystem == "torchrun"]
+    assert launcher.category == "underperforming" and "says nothing about the fabric" in launcher.text
+    assert not [f for f in findings if f.subsystem == "fabric" and "pairwise" in f.text]

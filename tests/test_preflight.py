@@ -5,17 +5,18 @@ from __future__ import annotations
 import sys
 import time
 
+from clustereval.analysis.rendezvous import plan_rendezvous
 from clustereval.config import Config, HostEntry, load_config
 from clustereval.phases.base import RunContext
-from clustereval.phases.launch import plan_rendezvous, torchrun_argv
 from clustereval.phases.preflight import PreflightPhase, checklist
+from clustereval.phases.torchrun import torchrun_argv
 from clustereval.probes.preflight import (
-    NodeFacts,
     final_nccl_env,
     parse_env_dump,
     parse_node_probe,
 )
 from clustereval.records import dumps, loads
+from clustereval.records.network import RendezvousProbe
 from clustereval.records.run import PreflightRecord
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
@@ -53,21 +54,38 @@ def test_node_probe_output_is_split_into_its_sections():
     assert missing.gpus == 0 and missing.gpu_note == "nvidia-smi is not installed" and missing.facts is None
 
 
-def test_rendezvous_plan_fixes_loopback_hostnames():
+def _rdzv_probe(node: Node, resolves: list[str], matches: bool, names: dict | None = None) -> RendezvousProbe:
+    return RendezvousProbe(node=node.name, hostname=node.name, hostname_addrs=resolves, route_addr=node.address,
+                           matches_endpoint=matches, route_ifname="eth0", peer_names=names or {})
+
+
+def test_rendezvous_plan_fixes_loopback_hostnames(tmp_path):
     nodes = [Node("a", "10.0.0.1", 0), Node("b", "10.0.0.2", 1), Node("c", "10.0.0.3", 2)]
-    fine = {n.name: NodeFacts(hostname=n.name, resolves=n.address, matches_endpoint=n.index == 0) for n in nodes}
-    plan = plan_rendezvous(nodes, fine, 29500)
-    assert plan.endpoint == "10.0.0.1:29500" and not plan.fixes and not plan.local_addr and not plan.is_host
-    argv = torchrun_argv("py", nodes[1], plan, num_nodes=3, nproc_per_node=1, rdzv_id="x", module="m")
-    assert "--local_addr" not in argv and argv[argv.index("--rdzv_conf") + 1] == "join_timeout=60,read_timeout=60"
-    broken = dict(fine, a=NodeFacts(hostname="a", resolves="127.0.1.1", matches_endpoint=False),
-                  c=NodeFacts(hostname="c", resolves=""))
-    plan = plan_rendezvous(nodes, broken, 29500)
-    assert plan.is_host == {"a": True} and plan.local_addr == {"a": "10.0.0.1", "c": "10.0.0.3"}
-    first = torchrun_argv("py", nodes[0], plan, num_nodes=3, nproc_per_node=1, rdzv_id="x", module="m")
+    known = {n.name: [n.address] for n in nodes}
+    fine = [_rdzv_probe(n, [n.address], n.index == 0, known) for n in nodes]
+    plan = plan_rendezvous(fine, "10.0.0.1", {n.name: n.address for n in nodes})
+    assert not plan.reasons and not plan.local_addrs and not plan.is_host_node
+    assert plan.socket_ifnames == {"a": "eth0", "b": "eth0", "c": "eth0"}  # from each node's route to the endpoint
+    store = RunStore.create(tmp_path / "reports", "t")
+    ctx = RunContext(config=Config(name="t"), transport=LocalTransport(), nodes=nodes, store=store, eval_python="py")
+    argv = torchrun_argv(ctx, nodes[1], module="m", args=[], num_nodes=3, nproc=1, endpoint="10.0.0.1:29500",
+                         run_id="x", plan=plan, rdzv_timeout_s=60, timeout_s=90, log_dir="/l")
+    assert "--local_addr" not in argv and argv[argv.index("--rdzv_conf") + 1] == "timeout=60,join_timeout=60"
+    broken = [_rdzv_probe(nodes[0], ["127.0.1.1"], False, known), fine[1],
+              _rdzv_probe(nodes[2], [], False, known)]
+    plan = plan_rendezvous(broken, "10.0.0.1", {n.name: n.address for n in nodes})
+    assert plan.is_host_node == "a" and plan.local_addrs == {n.name: n.address for n in nodes}
+    first = torchrun_argv(ctx, nodes[0], module="m", args=[], num_nodes=3, nproc=1, endpoint="10.0.0.1:29500",
+                          run_id="x", plan=plan, rdzv_timeout_s=60, timeout_s=90, log_dir="/l")
     assert first[first.index("--rdzv_conf") + 1].endswith(",is_host=1")
     assert first[first.index("--local_addr") + 1] == "10.0.0.1"
-    assert len(plan.fixes) == 3 and "127.0.1.1" in plan.fixes[0]
+    assert len(plan.reasons) == 3 and "127.0.1.1" in plan.reasons[1]
+    # a peer that cannot resolve b's hostname needs the fix too (peers known by IP only)
+    blind = [_rdzv_probe(n, [n.address], n.index == 0, {m.name: [m.address] if m is n else [] for m in nodes})
+             for n in nodes]
+    plan = plan_rendezvous(blind, "10.0.0.1", {n.name: n.address for n in nodes})
+    assert plan.is_host_node == "a" and len(plan.local_addrs) == 3
+    assert any("cannot resolve the hostname of b" in r for r in plan.reasons)
 
 
 def test_missing_items_stop_before_any_node_is_contacted(tmp_path):

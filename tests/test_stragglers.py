@@ -1,6 +1,7 @@
 """Pairwise schedules and straggler naming, including the 1024-node simulation."""
 
 import itertools
+import random
 
 import pytest
 
@@ -55,13 +56,73 @@ def test_a_slow_link_flags_a_pair_but_names_no_node():
     assert verdict.stragglers == []
 
 
-def test_a_pair_that_did_not_complete_counts_against_both_nodes():
+def test_a_pair_that_did_not_complete_is_failed_not_slow():
     busbw = {key(a, b): 100.0 for a, b in itertools.combinations("abcd", 2)}
     for other in "bcd":
         busbw[key("a", other)] = None
     verdict = judge(busbw)
-    assert verdict.stragglers == ["a"]
+    # half the pairs completed: judged, but a node whose pairs all failed is not named slow
+    assert verdict.judged and verdict.stragglers == []
+    assert verdict.failed == {key("a", o) for o in "bcd"} and verdict.slow == set()
     assert verdict.mean_busbw_gb_s == 100.0
+    a = next(s for s in verdict.suspects if s.node == "a")
+    assert (a.pairs, a.slow_pairs, a.failed_pairs) == (0, 0, 3)
+
+
+def test_every_pair_failed_names_nobody_and_takes_no_mean():
+    verdict = judge({key(a, b): None for a, b in itertools.combinations("abcd", 2)})
+    assert not verdict.judged and verdict.why_not_judged == "none of the 6 pairs completed"
+    assert verdict.stragglers == [] and verdict.slow == set() and verdict.mean_busbw_gb_s == 0.0
+    assert all(s.pairs == 0 and s.slow_pairs == 0 for s in verdict.suspects)
+
+
+def test_fewer_than_half_completed_names_nobody_even_with_a_slow_pair():
+    busbw: dict = {key(a, b): None for a, b in itertools.combinations("abcd", 2)}
+    busbw[key("a", "b")] = [1.0, 1.1]
+    busbw[key("c", "d")] = [0.01, 0.01]
+    verdict = judge(busbw)
+    assert not verdict.judged and verdict.why_not_judged == "only 2 of 6 pairs completed"
+    assert verdict.stragglers == [] and verdict.slow == set()
+
+
+def _noisy(nodes, slow: dict[str, float], noise: float, seed: int, samples: int = 5) -> dict:
+    """Samples per pair with a heavy, skewed noise (a loaded machine: dips down to a fifth)."""
+    rng = random.Random(seed)
+    out = {}
+    for a, b in itertools.combinations(nodes, 2):
+        speed = min(slow.get(a, 1.0), slow.get(b, 1.0))
+        out[key(a, b)] = [speed * max(0.2, 1 - abs(rng.gauss(0, noise))) for _ in range(samples)]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_noisy_healthy_pairs_name_nobody(seed):
+    verdict = judge(_noisy("abcd", {}, noise=0.35, seed=seed))
+    assert verdict.judged and verdict.stragglers == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_noisy_pairs_still_name_a_node_ten_times_slower(seed):
+    verdict = judge(_noisy("abcd", {"c": 0.08}, noise=0.35, seed=seed))
+    assert verdict.stragglers == ["c"]
+    assert verdict.slow == {key("c", o) for o in "abd"}
+    assert verdict.healthy_pairs == 3 and verdict.healthy_samples == 15
+    assert verdict.limit_gb_s == pytest.approx(verdict.healthy_floor_gb_s * 0.95)
+
+
+def test_a_single_deep_dip_of_a_healthy_pair_raises_the_bar():
+    busbw = {key(a, b): [1.0, 1.02, 0.98] for a, b in itertools.combinations("abcd", 2)}
+    for o in "abc":
+        busbw[key("d", o)] = [0.6, 0.62, 0.61]  # d is 40% slower ...
+    busbw[key("a", "b")] = [1.0, 0.5, 1.0]  # ... but a healthy pair once ran at 0.5
+    verdict = judge(busbw)
+    assert verdict.stragglers == [] and verdict.healthy_floor_gb_s == 0.5
+    busbw[key("a", "b")] = [1.0, 0.9, 1.0]
+    assert judge(busbw).stragglers == ["d"]
+
+
+def test_two_nodes_cannot_tell_which_one_is_slow():
+    assert judge({key("a", "b"): [0.01, 0.01]}).stragglers == []
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

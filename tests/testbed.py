@@ -41,6 +41,7 @@ from clustereval.transport.ssh import SshTransport
 REGISTRY = Path("/run/clustereval-testbed")
 ETC_NETNS = Path("/etc/netns")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+NAME_MODES = ("all", "own-address-ip-peers", "loopback-ip-peers")
 
 
 class TestbedUnavailable(RuntimeError):
@@ -118,6 +119,7 @@ class NetnsCluster:
         self._closed = False
         self._shaped: set[int] = set()
         self._loopback: set[int] = set()
+        self.name_mode = "all"  # see NAME_MODES
 
     # ---- building ----------------------------------------------------------------------------
     @classmethod
@@ -202,11 +204,15 @@ class NetnsCluster:
 
     def _hosts_text(self, node: TestNode) -> str:
         lines = ["127.0.0.1 localhost"]
-        if node.index in self._loopback:
+        loopback = node.index in self._loopback or self.name_mode == "loopback-ip-peers"
+        if loopback:
             lines.append(f"127.0.1.1 {node.name}")  # the Debian/Ubuntu default that breaks rendezvous
         for other in self.nodes:
-            if other.index != node.index or node.index not in self._loopback:
-                lines.append(f"{other.address} {other.name}")
+            if other.index == node.index and loopback:
+                continue
+            if other.index != node.index and self.name_mode != "all":
+                continue  # peers are known by IP only
+            lines.append(f"{other.address} {other.name}")
         return "\n".join(lines) + "\n"
 
     def _write_node_etc(self, node: TestNode) -> None:
@@ -298,6 +304,18 @@ class NetnsCluster:
         # rewritten in place: the file is bind-mounted into the node's mount namespaces
         with open(ETC_NETNS / node.netns / "hosts", "w") as fh:
             fh.write(self._hosts_text(node))
+
+    def set_name_resolution(self, mode: str) -> None:
+        """How hostnames resolve on every node, one of ``NAME_MODES``: ``all`` (every node's hostname
+        resolves to its address everywhere), ``own-address-ip-peers`` (a node resolves only its own
+        hostname, to its address; peers are known by IP only), ``loopback-ip-peers`` (its own hostname
+        resolves to 127.0.1.1, peers by IP only: a fresh Debian/Ubuntu image without DNS)."""
+        if mode not in NAME_MODES:
+            raise ValueError(f"unknown name-resolution mode {mode!r}; choose from {NAME_MODES}")
+        self.name_mode = mode
+        for node in self.nodes:
+            with open(ETC_NETNS / node.netns / "hosts", "w") as fh:
+                fh.write(self._hosts_text(node))
 
     def shape(self, which: int | str, *, rate_mbit: float | None = None, delay_ms: float | None = None) -> None:
         """Slow one node's link in both directions: ``rate_mbit`` (token bucket) and/or

@@ -1,8 +1,10 @@
-"""Pairwise straggler hunt: schedules, the 5% rule, and naming the nodes behind the slow pairs.
+"""Pairwise straggler hunt: schedules, the noise-aware rule, and naming the nodes behind the slow pairs.
 
 Pure. ``round_robin`` gives the N-1 rounds of disjoint pairs that cover every pair once (a bye per
-round when N is odd), so pairs run in parallel. ``judge`` flags pairs more than ``threshold_pct``
-below the run mean and names stragglers by explaining the slow pairs node by node.
+round when N is odd), so pairs run in parallel. ``judge`` takes several busbw samples per pair and
+names a node only when all its pairs are slower than any sample the healthy pairs produced, less
+``threshold_pct``: the healthy pairs' own spread sets the bar, so a noisy fabric (or a loaded
+machine) raises it and a quiet one lowers it.
 ``screen_and_confirm`` is the large-N strategy: one round of disjoint pairs screens every node, a
 second round pairs each suspect with a node already seen fast, so a few slow nodes among a thousand
 are named in 2-3 rounds instead of N-1. ``measure`` callbacks take a round (a list of disjoint
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Pair = tuple[str, str]
-MeasureRound = Callable[[list[Pair]], dict[Pair, float | None]]
+Samples = Sequence[float] | float | None  # a pair's busbw samples; one value is one sample; None / []: failed
+MeasureRound = Callable[[list[Pair]], Mapping[Pair, Samples]]
 
 
 def key(a: str, b: str) -> Pair:
@@ -48,8 +51,9 @@ def round_robin(nodes: Sequence[str]) -> list[list[Pair]]:
 class SuspectScore:
     node: str
     slow_pairs: int
-    pairs: int
-    mean_busbw_gb_s: float
+    pairs: int  # completed pairs (a failed pair is neither slow nor fast)
+    mean_busbw_gb_s: float  # over its completed pairs' medians; 0.0 when none completed
+    failed_pairs: int = 0
 
     @property
     def share(self) -> float:
@@ -58,49 +62,115 @@ class SuspectScore:
 
 @dataclass
 class Judgement:
-    mean_busbw_gb_s: float
+    mean_busbw_gb_s: float  # over the completed pairs' medians (0.0 when none completed: nothing is judged)
     slow: set[Pair] = field(default_factory=set)
     suspects: list[SuspectScore] = field(default_factory=list)  # highest share of slow pairs first
     stragglers: list[str] = field(default_factory=list)
+    failed: set[Pair] = field(default_factory=set)  # pairs that returned no sample
+    num_pairs: int = 0
+    num_completed: int = 0
+    judged: bool = False  # False: too few pairs completed to name anyone
+    why_not_judged: str = ""
+    healthy_pairs: int = 0  # the pairs the threshold was taken from (none of the named nodes in them)
+    healthy_samples: int = 0
+    healthy_median_gb_s: float = 0.0
+    healthy_floor_gb_s: float = 0.0  # the slowest sample of any healthy pair
+    limit_gb_s: float = 0.0  # a pair whose fastest sample is below this is slow: the floor less threshold_pct
+    medians: dict[Pair, float] = field(default_factory=dict)  # each completed pair's median sample
 
 
-def judge(busbw: dict[Pair, float | None], threshold_pct: float = 5.0) -> Judgement:
-    """Flag pairs more than ``threshold_pct`` below the mean of the completed pairs; name stragglers.
+def _samples(value: Samples) -> list[float]:
+    if value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    return [float(v) for v in value]
 
-    A node is named when more than half of its (remaining) pairs are slow; its pairs are then set
-    aside and the rest judged again, so a node whose only slow pairs were with a named straggler is
-    not named too. A pair that did not complete counts as slow for both of its nodes.
+
+def _median(value: Samples) -> float | None:
+    got = _samples(value)
+    return statistics.median(got) if got else None
+
+
+def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgement:
+    """Name the nodes whose pairs are slower than the healthy pairs' own spread explains.
+
+    ``results``: every pair's busbw samples (a single value is one sample; None or [] means the
+    pair failed). Each pair is summarised by its median sample. A set S of the lowest-scoring
+    nodes (score: the mean of a node's pair medians) is named when every sample of every completed
+    pair of each member with a node outside S, its fastest included, is more than ``threshold_pct``
+    below the slowest sample of any pair between nodes outside S (the healthy pairs): the two ranges
+    do not even touch, so neither pair's own noise can explain the gap. The largest such S of fewer than half the nodes
+    wins (two stragglers are named together even though each slows the other's reference).
+
+    A failed pair counts for nobody: it is neither slow nor fast. No node is named when fewer than
+    half the pairs completed (the failures are then a launcher problem, not a fabric verdict), and
+    no mean is taken over zero values.
     """
-    done = {k: v for k, v in busbw.items() if v is not None}
-    mean = statistics.fmean(done.values()) if done else 0.0
-    limit = mean * (1 - threshold_pct / 100)
-    slow = {k for k, v in busbw.items() if v is None or v < limit}
-    nodes = sorted({n for k in busbw for n in k})
+    samples = {key(*k): _samples(v) for k, v in results.items()}
+    done = {k: s for k, s in samples.items() if s}
+    med = {k: statistics.median(s) for k, s in done.items()}
+    nodes = sorted({n for k in samples for n in k})
+    out = Judgement(mean_busbw_gb_s=statistics.fmean(med.values()) if med else 0.0,
+                    failed={k for k, s in samples.items() if not s}, num_pairs=len(samples),
+                    num_completed=len(done), medians=med)
+    if not med:
+        out.why_not_judged = f"none of the {len(samples)} pairs completed"
+    elif len(done) * 2 < len(samples):
+        out.why_not_judged = f"only {len(done)} of {len(samples)} pairs completed"
+    else:
+        out.judged = True
+    score = {n: statistics.fmean(v) if (v := [m for k, m in med.items() if n in k]) else 0.0 for n in nodes}
+    named: list[str] = []
+    if out.judged:
+        order = sorted(nodes, key=lambda n: (score[n], n))
+        for size in range(1, (len(nodes) - 1) // 2 + 1):
+            group = order[:size]
+            if _all_slow(group, set(nodes) - set(group), done, med, threshold_pct):
+                named = group
+    healthy = set(nodes) - set(named)
+    ref = {k: s for k, s in done.items() if k[0] in healthy and k[1] in healthy}
+    pooled = [x for s in ref.values() for x in s]
+    if pooled:
+        out.healthy_pairs, out.healthy_samples = len(ref), len(pooled)
+        out.healthy_median_gb_s = statistics.median(pooled)
+        out.healthy_floor_gb_s = min(pooled)
+        out.limit_gb_s = out.healthy_floor_gb_s * (1 - threshold_pct / 100)
+    if out.judged:
+        for k in med:
+            others = [x for p, s in ref.items() if p != k for x in s]
+            if others and max(done[k]) < min(others) * (1 - threshold_pct / 100):
+                out.slow.add(k)
+    out.stragglers = sorted(named, key=lambda n: (score[n], n))
+    suspects = []
+    for n in nodes:
+        mine = [k for k in med if n in k]
+        suspects.append(SuspectScore(n, sum(1 for k in mine if k in out.slow), len(mine), score[n],
+                                     failed_pairs=sum(1 for k in out.failed if n in k)))
+    out.suspects = sorted(suspects, key=lambda s: (-s.share, s.mean_busbw_gb_s, s.node))
+    return out
 
-    def scores(pairs: set[Pair]) -> list[SuspectScore]:
-        out = []
-        for n in nodes:
-            mine = [k for k in pairs if n in k]
-            vals = [busbw[k] for k in mine if busbw[k] is not None]
-            out.append(SuspectScore(n, sum(1 for k in mine if k in slow), len(mine),
-                                    statistics.fmean(vals) if vals else 0.0))
-        return sorted(out, key=lambda s: (-s.share, s.mean_busbw_gb_s, s.node))
 
-    result = Judgement(mean_busbw_gb_s=mean, slow=slow, suspects=scores(set(busbw)))
-    remaining = set(busbw)
-    while remaining & slow:
-        top = scores(remaining)[0]
-        if top.share <= 0.5 or top.slow_pairs == 0:
-            break
-        result.stragglers.append(top.node)
-        remaining = {k for k in remaining if top.node not in k}
-    return result
+def _all_slow(group: list[str], healthy: set[str], done: dict[Pair, list[float]], med: dict[Pair, float],
+              threshold_pct: float) -> bool:
+    """Whether every member of ``group`` has every sample of its completed pairs with ``healthy`` nodes
+    below the healthy pairs' slowest sample less ``threshold_pct`` (and at least half of those pairs
+    completed)."""
+    ref = [x for k, s in done.items() if k[0] in healthy and k[1] in healthy for x in s]
+    if not ref:
+        return False
+    limit = min(ref) * (1 - threshold_pct / 100)
+    for n in group:
+        mine = [k for k in med if n in k and (k[1] if k[0] == n else k[0]) in healthy]
+        if not mine or len(mine) * 2 < len(healthy) or any(max(done[k]) >= limit for k in mine):
+            return False
+    return True
 
 
 def run_round_robin(nodes: Sequence[str], measure: MeasureRound, threshold_pct: float = 5.0
-                    ) -> tuple[Judgement, dict[Pair, float | None], int]:
-    """Every pair once, in parallel rounds: (judgement, busbw per pair, rounds run)."""
-    busbw: dict[Pair, float | None] = {}
+                    ) -> tuple[Judgement, dict[Pair, Samples], int]:
+    """Every pair once, in parallel rounds: (judgement, busbw samples per pair, rounds run)."""
+    busbw: dict[Pair, Samples] = {}
     rounds = round_robin(nodes)
     for pairs in rounds:
         for (a, b), v in measure(pairs).items():
@@ -133,7 +203,7 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     rng.shuffle(order)
     first = [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
     measured = 0
-    res = measure(first)
+    res = {k: _median(v) for k, v in measure(first).items()}
     measured += len(first)
     done = [v for v in res.values() if v is not None]
     ref = statistics.median(done) if done else 0.0
@@ -157,7 +227,7 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         rng.shuffle(partners)
         this_round = list(zip(pending, partners, strict=False))
         waiting = pending[len(this_round):]
-        res = measure(this_round)
+        res = {k: _median(v) for k, v in measure(this_round).items()}
         measured += len(this_round)
         for (s, _partner), v in zip(this_round, (res.get(p) for p in this_round), strict=True):
             if v is None or v < limit:

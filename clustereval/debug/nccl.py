@@ -23,6 +23,7 @@ from clustereval.debug.evidence import write_node_bundle
 from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, collect
 from clustereval.errors import TransportError, UsageError
 from clustereval.phases.base import PROFILES, ProgressFn, RunContext
+from clustereval.phases.scratch import scratch_for
 from clustereval.probes.slurm_topology import parse_node_features, parse_topology
 from clustereval.records import to_dict
 from clustereval.records.debug import NcclDebugRecord, PairBusbw, TopologyFact
@@ -54,7 +55,7 @@ def load_pairs_file(path: Path) -> dict:
 
 def pairs_from(data: dict) -> tuple[list[PairBusbw], float, float]:
     """(pairs, mean busbw, threshold %) from a pairwise record dict; slow flags recomputed with the
-    5% rule when the record has none."""
+    5% rule when the record has none (a pair that did not complete is never slow)."""
     threshold = float(data.get("threshold_pct") or 5.0)
     pairs = [PairBusbw(a=str(p["a"]), b=str(p["b"]),
                        busbw_gb_s=float(p["busbw_gb_s"]) if p.get("busbw_gb_s") is not None else None,
@@ -65,7 +66,7 @@ def pairs_from(data: dict) -> tuple[list[PairBusbw], float, float]:
     if not any("slow" in p for p in data["pairs"]):
         limit = mean * (1 - threshold / 100)
         for p in pairs:
-            p.slow = p.busbw_gb_s is None or p.busbw_gb_s < limit
+            p.slow = p.busbw_gb_s is not None and p.busbw_gb_s < limit  # a failed pair is failed, not slow
     return pairs, mean, threshold
 
 
@@ -131,35 +132,40 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     if progress is not None:
         ctx.progress = progress
     rec = NcclDebugRecord(phase="debug-nccl", started_utc=utc_now_iso())
+    try:
 
-    # 1. the pairwise hunt
-    if pairs_file is not None:
-        data = load_pairs_file(pairs_file)
-    else:
-        ctx.progress("debug nccl", nodes[0].name, f"pairwise hunt over {len(nodes)} nodes", None)
-        result = (hunt or _default_hunt)(ctx, nodes)
-        data = result if isinstance(result, dict) else to_dict(result)
-        store.save_record("pairwise", result)
-    rec.pairs, rec.mean_busbw_gb_s, rec.threshold_pct = pairs_from(data)
-    rec.backend = str(data.get("backend", ""))
-    rec.ranks_per_node = int(data.get("ranks_per_node") or 0)
-    rec.payload_bytes = int(data.get("payload_bytes") or 0)
-    stragglers = [str(s) for s in data.get("stragglers", [])]
-    for g in data.get("gaps", []) or []:
-        if isinstance(g, dict) and g.get("text"):
-            rec.gaps.append(_gap(g))
+        # 1. the pairwise hunt
+        if pairs_file is not None:
+            data = load_pairs_file(pairs_file)
+        else:
+            ctx.progress("debug nccl", nodes[0].name, f"pairwise hunt over {len(nodes)} nodes", None)
+            result = (hunt or _default_hunt)(ctx, nodes)
+            data = result if isinstance(result, dict) else to_dict(result)
+            store.save_record("pairwise", result)
+        rec.pairs, rec.mean_busbw_gb_s, rec.threshold_pct = pairs_from(data)
+        rec.backend = str(data.get("backend", ""))
+        rec.ranks_per_node = int(data.get("ranks_per_node") or 0)
+        rec.payload_bytes = int(data.get("payload_bytes") or 0)
+        stragglers = [str(s) for s in data.get("stragglers", [])]
+        for g in data.get("gaps", []) or []:
+            if isinstance(g, dict) and g.get("text"):
+                rec.gaps.append(_gap(g))
 
-    # 2. the snapshot on the nodes the hunt names, and a healthy reference
-    by_name = {n.name: n for n in nodes}
-    named = list(dict.fromkeys(stragglers + [n for p in rec.pairs if p.slow for n in (p.a, p.b)]))
-    measured = {n for p in rec.pairs for n in (p.a, p.b)}
-    means = {n: _mean([p.busbw_gb_s for p in rec.pairs if n in (p.a, p.b)]) for n in measured}
-    healthy = sorted((n for n in measured if n not in named), key=lambda n: -means[n])
-    wanted = nodes if snapshot_all else [by_name[n] for n in named + healthy[:1] if n in by_name]
-    if wanted:
-        ctx.progress("debug nccl", wanted[0].name, f"snapshot of {len(wanted)} node(s)", None)
-        rec.snapshot = collect(config, transport, wanted, sample_s=sample_s)
-        store.save_record("snapshot", rec.snapshot)
+        # 2. the snapshot on the nodes the hunt names, and a healthy reference
+        by_name = {n.name: n for n in nodes}
+        named = list(dict.fromkeys(stragglers + [n for p in rec.pairs if p.slow for n in (p.a, p.b)]))
+        measured = {n for p in rec.pairs for n in (p.a, p.b)}
+        means = {n: _mean([p.busbw_gb_s for p in rec.pairs if n in (p.a, p.b)]) for n in measured}
+        healthy = sorted((n for n in measured if n not in named), key=lambda n: -means[n])
+        wanted = nodes if snapshot_all else [by_name[n] for n in named + healthy[:1] if n in by_name]
+        if wanted:
+            ctx.progress("debug nccl", wanted[0].name, f"snapshot of {len(wanted)} node(s)", None)
+            rec.snapshot = collect(config, transport, wanted, sample_s=sample_s)
+            store.save_record("snapshot", rec.snapshot)
+    finally:
+        # the hunt shipped the package and ran torchrun under the run's scratch: it goes to trash now
+        scratch = scratch_for(ctx)
+        rec.scratch = scratch.cleanup(nodes) if scratch.areas() else []
     snaps = {s.node: s for s in (rec.snapshot.nodes if rec.snapshot else [])}
     concerns = {n: s.concerns for n, s in snaps.items() if s.concerns}
 
@@ -167,7 +173,8 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     rec.suspects = rank_suspects(rec.pairs, stragglers, concerns)
     hostnames = {s.hostname: s.node for s in snaps.values() if s.hostname}
     names = {**hostnames, **{n.name.split(".")[0]: n.name for n in nodes}, **{n.name: n.name for n in nodes}}
-    rec.topology = _slurm_facts(transport, nodes[0], names, rec.pairs)
+    # Slurm's topology only where Slurm runs the nodes: over SSH, scontrol would only print its own error
+    rec.topology = _slurm_facts(transport, nodes[0], names, rec.pairs) if config.access == "slurm" else []
     addresses = {n: s.readings.addresses for n, s in snaps.items() if s.readings is not None}
     fact = grouping_fact("address subnet", subnet_groups(addresses), rec.pairs, label="subnet")
     if fact is not None:

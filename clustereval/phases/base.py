@@ -81,6 +81,12 @@ class RunContext:
     nccl_env: dict[str, str] = field(default_factory=dict)  # final NCCL env for GPU collectives
     stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C
     debug: bool = False
+    # nodes that stopped answering during this run (name -> what happened): later steps skip them
+    lost_nodes: dict[str, str] = field(default_factory=dict)
+    # per phase, the nodes whose step failed (name -> why): state.json's "partial" names them
+    node_failures: dict[str, dict[str, str]] = field(default_factory=dict)
+    # on --resume: per phase, the only nodes to run again (None: every node)
+    resume_nodes: dict[str, list[str]] = field(default_factory=dict)
 
     def raw(self, rel: str, text: str | bytes) -> None:
         self.store.write_raw(rel, text)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
 from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
+from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     Guard,
@@ -34,6 +35,7 @@ from clustereval.phases.gpunode import (
     launch,
     plan_for,
 )
+from clustereval.phases.pernode import each_node
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap, from_dict
@@ -50,7 +52,7 @@ from clustereval.records.compute import (
     SearchSummary,
     ShapeTiming,
 )
-from clustereval.transport.base import Node, run_parallel
+from clustereval.transport.base import Node
 
 NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
                "cluster has no GPU results")
@@ -63,8 +65,14 @@ def _no_gpu_gap(invs: list[NodeGpus]) -> Gap:
                plan=NO_GPU_PLAN)
 
 
-def _inventories(ctx: RunContext, plan: MatmulPlan) -> list[NodeGpus]:
-    return run_parallel(ctx.nodes, lambda n: inventory(ctx, n, plan), ctx.transport.fanout)
+def _inventories(ctx: RunContext, plan: MatmulPlan, phase: str, title: str) -> tuple[list[NodeGpus], list[Gap]]:
+    """Every node's GPUs; a node that cannot be asked has none, and a Gap that says why."""
+    steps = each_node(ctx, phase, title, ctx.nodes, lambda n: inventory(ctx, n, plan),
+                      what="`nvidia-smi` (the GPU inventory)")
+    invs = [s.value if s.value is not None else NodeGpus(s.node, hostname_of(ctx, s.node),
+                                                         error=s.error.message if s.error else "no answer")
+            for s in steps]
+    return invs, [s.gap for s in steps if s.gap is not None]
 
 
 # -- hardware health -------------------------------------------------------------------------
@@ -112,7 +120,13 @@ class HealthPhase:
             rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
                                 plan=NO_GPU_PLAN))
             return rec
-        results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        steps = each_node(ctx, self.name, "the hardware health check", ctx.nodes, lambda n: self._node(ctx, n),
+                          what=f"`dcgmi diag -r {self.level}`")
+        results = [s.value if s.value is not None else
+                   (NodeHealth(node=s.node.name, index=s.node.index, hostname=hostname_of(ctx, s.node),
+                               level=self.level, errors=[s.error.message if s.error else "no answer"]),
+                    [s.gap] if s.gap else [])
+                   for s in steps]
         rec.nodes = [r[0] for r in results if r[0] is not None]
         if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
             rec.status = "skipped"
@@ -123,7 +137,7 @@ class HealthPhase:
             rec.gaps += gaps
         if not any(n.ran for n in rec.nodes):
             rec.status = "failed" if rec.nodes else "skipped"
-        elif rec.gaps:
+        elif rec.gaps or any(not s.ok for s in steps):
             rec.status = "partial"
         return rec
 
@@ -169,7 +183,10 @@ class HealthPhase:
             return nh, []
         finally:
             if nh.hostengine_started:
-                ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
+                try:
+                    ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
+                except TransportError:
+                    pass  # the node stopped answering: the diag's own error is the one to report
 
 
 def _last_line(text: str) -> str:
@@ -198,29 +215,42 @@ class MatmulPhase:
     def applies(self, ctx: RunContext) -> bool:
         return True
 
+    @staticmethod
+    def merged(ctx: RunContext, rec: MatmulRecord) -> None:
+        """The clock range over every node (also after --resume replaced the failed nodes' entries)."""
+        rec.saturated_sm_mhz = saturated_clock(rec)
+
     def run(self, ctx: RunContext) -> MatmulRecord:
         plan = plan_for(ctx)
         rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
                            soak_min_s=plan.soak_min_s, soak_max_s=plan.soak_max_s, settle_s=plan.settle_s,
                            sustain_s=plan.sustain_s)
-        invs = _inventories(ctx, plan)
+        invs, lost = _inventories(ctx, plan, self.name, "the GPU performance pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
-        results = run_parallel(live, lambda inv: NodePass(ctx, inv, plan).run(), ctx.transport.fanout)
+        passes = {i.node.name: NodePass(ctx, i, plan) for i in live}
+        steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
+                          lambda n: passes[n.name].run(), what="the matmul worker")
         if ctx.stop.is_set():
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
+        results = [s.value if s.value is not None else (passes[s.node.name].rec, [s.gap] if s.gap else [])
+                   for s in steps]
+        for s in steps:
+            if s.error is not None:
+                passes[s.node.name].rec.error = s.error.message
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
+        rec.gaps += lost
         for inv in invs:
-            if not inv.gpus:
+            if not inv.gpus and not any(g.node == inv.node.name for g in lost):
                 rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
                                     NO_GPU_PLAN, inv.node.name))
-        rec.saturated_sm_mhz = saturated_clock(rec)
+        self.merged(ctx, rec)
         if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"
         return rec
@@ -501,17 +531,26 @@ class LemonPhase:
     def run(self, ctx: RunContext) -> LemonRecord:
         plan = plan_for(ctx)
         rec = LemonRecord(size=plan.lemon_size or (256 if plan.cpu else 16384), dtype=plan.dtype)
-        invs = _inventories(ctx, plan)
+        invs, lost = _inventories(ctx, plan, self.name, "the lemon GEMM pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
             rec.gaps.append(_no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
-        results = run_parallel(live, lambda inv: self._node(ctx, inv, plan), ctx.transport.fanout)
+        by_name = {i.node.name: i for i in live}
+        steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
+                          lambda n: self._node(ctx, by_name[n.name], plan), what="the lemon GEMM worker")
+        results = [s.value if s.value is not None else
+                   (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
+                              gpu_name=by_name[s.node.name].gpus[0].name,
+                              gpus=[LemonGpu(gpu=g) for g in by_name[s.node.name].indices],
+                              error=s.error.message if s.error else "no answer"), [s.gap] if s.gap else [])
+                   for s in steps]
         rec.nodes = [r[0] for r in results]
         for _, gaps in results:
             rec.gaps += gaps
+        rec.gaps += lost
         if rec.gaps or ctx.stop.is_set():
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec

@@ -10,8 +10,8 @@ the GPU phases turn into Gaps (``analysis.gpus.no_gpu_gap``).
 from __future__ import annotations
 
 from clustereval.analysis.environment import drift, enrich
-from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
+from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import worker_argv, worker_env
 from clustereval.phases.tools import publish_source
 from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
@@ -36,16 +36,29 @@ class EnvironmentPhase:
     def run(self, ctx: RunContext) -> EnvironmentRecord:
         rec = EnvironmentRecord()
         rec.tool_links["software.py"] = publish_source(ctx, "clustereval.workers.software")
-        results = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
-        for node_env, gaps in results:
+        steps = each_node(ctx, self.name, "the environment inventory", ctx.nodes, lambda n: self._node(ctx, n),
+                          what="the inventory commands")
+        for step in steps:
+            if step.value is not None:
+                node_env, gaps = step.value
+            else:
+                node_env = NodeEnvironment(node=step.node.name, index=step.node.index,
+                                           errors=[step.error.message if step.error else "no answer"])
+                gaps = [step.gap] if step.gap else []
             rec.nodes.append(node_env)
             rec.gaps += gaps
+        self.merged(ctx, rec)
+        return rec
+
+    def merged(self, ctx: RunContext, rec: EnvironmentRecord) -> None:
+        """What comes from every node together: drift across nodes, and the phase's status (also
+        after --resume replaced the entries of the nodes that failed before)."""
         rec.drift = drift(rec.nodes)
+        rec.status = "ok"
         if rec.nodes and all(n.errors and not n.hostname for n in rec.nodes):
             rec.status = "failed"
         elif any(n.errors for n in rec.nodes):
             rec.status = "partial"
-        return rec
 
     # -- one node ---------------------------------------------------------------------------
     def _node(self, ctx: RunContext, node: Node) -> tuple[NodeEnvironment, list[Gap]]:
@@ -53,18 +66,12 @@ class EnvironmentPhase:
         outputs: dict[str, str] = {}
         raw_files: dict[str, str] = {}
         errors: list[str] = []
-        try:
-            first = self._collect(ctx, node, ["nvidia-smi-query-gpu"], outputs, raw_files, errors)
-            smi = first[0]
-            gpu_tools = list(GPU_TOOLS) if smi.ok and outputs.get("nvidia-smi-query-gpu", "").strip() else []
-            other = [t for t in TOOLS if t != "nvidia-smi-query-gpu" and t not in GPU_TOOLS]
-            self._collect(ctx, node, other + gpu_tools + [SOFTWARE], outputs, raw_files, errors)
-        except TransportError as exc:
-            env = NodeEnvironment(node=node.name, index=node.index, errors=[exc.message])
-            return env, [Gap(phase=self.name, node=node.name,
-                             text=f"The inventory of `{node.name}` could not be collected: {exc.message}.",
-                             plan=exc.hint or f"check that `{node.name}` is reachable, then run "
-                                                "`clustereval run --resume RUN_DIR`")]
+        # a node that stops answering raises out of here: ``each_node`` makes it that node's Gap
+        first = self._collect(ctx, node, ["nvidia-smi-query-gpu"], outputs, raw_files, errors)
+        smi = first[0]
+        gpu_tools = list(GPU_TOOLS) if smi.ok and outputs.get("nvidia-smi-query-gpu", "").strip() else []
+        other = [t for t in TOOLS if t != "nvidia-smi-query-gpu" and t not in GPU_TOOLS]
+        self._collect(ctx, node, other + gpu_tools + [SOFTWARE], outputs, raw_files, errors)
         prefer = [*ctx.config.shared_paths, ctx.config.local_scratch]
         env = assemble(node.name, node.index, outputs, prefer=prefer, gpu_visibility=_visibility(smi))
         env.raw_files = raw_files

@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import re
 
-from clustereval.errors import ScratchError
+from clustereval.errors import ClusterEvalError, ScratchError
 from clustereval.phases.base import RunContext
+from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import node_scratch
 from clustereval.phases.scratch import scratch_for
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
-from clustereval.transport.base import Node, run_parallel
+from clustereval.transport.base import Node
 
 # PyTorch's CUDA wheel indexes, newest first; a driver supports every one up to its own CUDA version.
 CUDA_TAGS = ("cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118")
@@ -116,7 +117,10 @@ class EvalPythonPhase:
         ctx.eval_python = record.interpreter
 
     def _still_there(self, ctx: RunContext, python: str) -> bool:
-        res = ctx.transport.run(ctx.nodes[0], [python, "-c", "import torch"], timeout_s=120)
+        try:
+            res = ctx.transport.run(ctx.nodes[0], [python, "-c", "import torch"], timeout_s=120)
+        except ClusterEvalError:
+            return True  # the node is gone: the phases that need it say so themselves
         return res.ok
 
     def run(self, ctx: RunContext) -> EvalPythonRecord:
@@ -219,13 +223,20 @@ class EvalPythonPhase:
 
     # -- an interpreter that is already there ---------------------------------------------------
     def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str, plan: str = "") -> None:
-        infos = run_parallel(ctx.nodes, lambda n: self._versions(ctx, n, python), ctx.transport.fanout)
-        first = infos[0] if infos else {}
+        # per node: a node that stops answering is that node's Gap (never with the interpreter's path)
+        steps = each_node(ctx, self.name, "the eval Python check", ctx.nodes,
+                          lambda n: self._versions(ctx, n, python), what="the eval Python (torch's version)")
+        infos = [s.value if s.value is not None else {"error": s.error.message if s.error else "no answer"}
+                 for s in steps]
+        first = next((i for s, i in zip(steps, infos, strict=True) if s.ok), {})
         rec.interpreter = python
         rec.executables = {n.name: i.get("executable", "") for n, i in zip(ctx.nodes, infos, strict=True)}
         rec.python, rec.torch, rec.nccl = first.get("python", ""), first.get("torch", ""), first.get("nccl", "")
-        broken = [(n.name, i.get("error", "did not run")) for n, i in zip(ctx.nodes, infos, strict=True)
-                  if "torch" not in i]
+        rec.gaps += [s.gap for s in steps if s.gap is not None]
+        if any(not s.ok for s in steps):
+            rec.status = "partial" if any(s.ok for s in steps) else "failed"
+        broken = [(s.node.name, i.get("error", "did not run")) for s, i in zip(steps, infos, strict=True)
+                  if s.ok and "torch" not in i]
         what = {"configured": "The interpreter `eval_python` in cluster.toml names",
                 "node-python": "The node's own `python3`"}.get(rec.mode, "The eval Python")
         for node, why in broken:

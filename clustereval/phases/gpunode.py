@@ -9,7 +9,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
+from clustereval.phases.pernode import hostname_of
 from clustereval.phases.remote import (
     ensure_node_scratch,
     interpreter_mismatch,
@@ -96,19 +98,6 @@ class NodeGpus:
     @property
     def indices(self) -> list[int]:
         return [g.index for g in self.gpus]
-
-
-def hostname_of(ctx: RunContext, node: Node) -> str:
-    """The hostname the Environment Host table uses (GPU names need it), else the configured name."""
-    env = ctx.records.get("environment")
-    for n in getattr(env, "nodes", []) or []:
-        if getattr(n, "node", "") == node.name and getattr(n, "hostname", ""):
-            return n.hostname
-    pre = ctx.records.get("preflight")
-    for n in getattr(pre, "nodes", []) or []:
-        if getattr(n, "name", "") == node.name and getattr(n, "hostname", ""):
-            return n.hostname
-    return node.name
 
 
 def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
@@ -238,8 +227,15 @@ class LoadSet:
         proc.save_log()
 
     def stop_all(self) -> None:
+        """Stop every load; a node that stopped answering takes its loads with it (the remote
+        commands die with their connection), so its error does not hide the pass's own."""
         for g in list(self.procs):
-            self.stop(g)
+            try:
+                self.stop(g)
+            except TransportError:
+                proc = self.procs.pop(g, None)
+                if proc is not None:
+                    proc.kill()
 
     def pids(self) -> set[int]:
         """Every load process this pass started, running or stopped."""

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clustereval.analysis.rendezvous import fix_for
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import require_torch
 from clustereval.phases.torchrun import (
     LaunchResult,
-    endpoint_host,
     launch,
     nccl_env_info,
-    probe_nodes,
     ranks_per_node,
+    run_plan,
 )
 from clustereval.probes.nccl_debug import parse_nccl_info
 from clustereval.records import Gap
@@ -27,6 +27,7 @@ from clustereval.records.network import (
     AllreduceRecord,
     ConnectivityRecord,
     NcclEnvInfo,
+    RendezvousPlan,
     Sweep,
     SweepRow,
 )
@@ -51,26 +52,30 @@ def copy_tools(ctx: RunContext) -> None:
 
 
 def launcher_gap(phase: str, what: str, res: LaunchResult) -> Gap:
+    """A job that failed to start or finish: a launcher problem, with each node's own exit."""
     info = res.info
     why = info.diagnosis_text or info.error or "the launch failed"
     nodes = ", ".join(info.nodes)
+    exits = "; ".join(f"{e.node} {_exit_words(e)}" for e in info.exits if e.state != "ok")
+    plan = RendezvousPlan(is_host_node=info.is_host_node, local_addrs=dict(info.local_addrs),
+                          socket_ifnames=dict(info.socket_ifnames))
+    diagnosis = "not-joined" if info.not_joined and info.diagnosis in ("", "other") else info.diagnosis
     return Gap(phase=phase,
-               text=f"{what} did not run: torchrun on {nodes} failed ({why}). Log: `{info.logs[0] if info.logs else ''}`.",
-               plan=_plan_for(info.diagnosis))
+               text=f"{what} did not run: torchrun on {nodes} failed ({why}). Node by node: {exits}. "
+                    f"Log: `{info.logs[0] if info.logs else ''}`.",
+               plan=fix_for(diagnosis, plan))
+
+
+def _exit_words(e) -> str:  # noqa: ANN001 - a NodeExit
+    if e.state == "failed":
+        return f"exited {e.rc} after {e.seconds:.0f} s" + (f" ({e.cause})" if e.cause else "")
+    if e.state == "unreachable":
+        return f"could not be reached ({e.cause})"
+    return f"{e.cause or e.state} after {e.seconds:.0f} s"
 
 
 def _plan_for(diagnosis: str) -> str:
-    return {
-        "store-not-listening": "free the rendezvous port on the first node or set `rdzv_port` in cluster.toml to an "
-                               "unused port, then re-run with `clustereval run --resume RUN_DIR`",
-        "unreachable-port": "open the rendezvous TCP port (`rdzv_port` in cluster.toml) between the nodes, then re-run "
-                            "with `clustereval run --resume RUN_DIR`",
-        "unresolvable-master": "make each node's hostname resolve to its routable IP (or accept the automatic "
-                               "`--local_addr`), then re-run with `clustereval run --resume RUN_DIR`",
-        "timeout": "check the nodes for a hung GPU or a stalled collective (NCCL_DEBUG=INFO log in the raw folder), "
-                   "then re-run with `clustereval run --resume RUN_DIR`",
-    }.get(diagnosis, "read the launch log in the raw folder, fix the cause, then re-run with "
-                     "`clustereval run --resume RUN_DIR`")
+    return fix_for(diagnosis, RendezvousPlan())
 
 
 def _interp_gaps(phase: str, res: LaunchResult) -> list[Gap]:
@@ -91,8 +96,8 @@ class ConnectivityPhase:
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
         port = ctx.config.rdzv_port
-        ctx.progress(self.name, nodes[0].name, f"asking {len(nodes)} node(s) the rendezvous questions", None)
-        probes = probe_nodes(ctx, nodes, endpoint_host(nodes), port)
+        ctx.progress(self.name, nodes[0].name, f"the rendezvous plan for {len(nodes)} node(s)", None)
+        plan, probes = run_plan(ctx, nodes)
         nproc, backend = ranks_per_node(ctx, probes)
         rec = ConnectivityRecord(scope="inter-node" if len(nodes) >= 2 else "intra-node", backend=backend,
                                  num_nodes=len(nodes), num_ranks=nproc * len(nodes), probes=probes, nccl_env=env)
@@ -100,7 +105,7 @@ class ConnectivityPhase:
                      None)
         res = launch(ctx, label="connectivity", module="connectivity", args=["--backend", backend], nodes=nodes,
                      nproc=nproc, port=port, timeout_s=CONNECTIVITY_TIMEOUT_S,
-                     extra_env=_collective_env(env, backend), probes=probes)
+                     extra_env=_collective_env(env, backend), probes=probes, plan=plan, backend=backend)
         rec.launch = res.info
         rec.ranks = res.ranks()
         done = res.of("allreduce")
@@ -198,9 +203,7 @@ class AllreducePhase:
         rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,
                               nvlink_target_gb_s=ctx.config.targets.nvlink_uni_gb_s,
                               internode_target_gb_s=ctx.config.targets.internode_busbw_gb_s)
-        conn = ctx.records.get("connectivity")
-        probes = (list(conn.probes) if conn is not None and len(conn.probes) == len(nodes)
-                  else probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port))
+        plan, probes = run_plan(ctx, nodes)
         nproc, backend = ranks_per_node(ctx, probes)
         max_bytes = ctx.profile.allreduce_max_bytes
         extra = {**_collective_env(env, backend), **(NCCL_INFO_ENV if backend == "nccl" else {})}
@@ -210,7 +213,7 @@ class AllreducePhase:
             ctx.progress(self.name, node.name, f"intra-node sweep, {nproc} ranks", None)
             res = launch(ctx, label=f"allreduce-intra-{node.name}", module="allreduce", args=args, nodes=[node],
                          nproc=nproc, port=ctx.config.rdzv_port + 1 + node.index, timeout_s=SWEEP_TIMEOUT_S,
-                         extra_env=extra)
+                         extra_env=extra, backend=backend)
             rec.gaps.extend(_interp_gaps(self.name, res))
             return sweep_from(res, "intra-node", backend, max_bytes)
 
@@ -230,7 +233,7 @@ class AllreducePhase:
             ctx.progress(self.name, nodes[0].name, f"inter-node sweep, {nproc * len(nodes)} ranks", None)
             res = launch(ctx, label="allreduce-inter-node", module="allreduce", args=args, nodes=nodes, nproc=nproc,
                          port=ctx.config.rdzv_port, timeout_s=SWEEP_TIMEOUT_S, extra_env=extra,
-                         probes=probes)
+                         probes=probes, plan=plan, backend=backend)
             rec.gaps.extend(_interp_gaps(self.name, res))
             rec.inter = sweep_from(res, "inter-node", backend, max_bytes)
             if rec.inter.rows:

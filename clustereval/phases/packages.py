@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clustereval.phases.base import RunContext
+from clustereval.phases.pernode import each_node
 from clustereval.records import Gap
 from clustereval.records.run import NodePackages, PackagesRecord
-from clustereval.transport.base import Node, run_parallel
+from clustereval.transport.base import Node
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,12 @@ class PackagesPhase:
 
     def run(self, ctx: RunContext) -> PackagesRecord:
         record = PackagesRecord(enabled=ctx.config.install_packages)
-        record.nodes = run_parallel(ctx.nodes, lambda n: self._node(ctx, n), ctx.transport.fanout)
+        steps = each_node(ctx, self.name, "the host packages check", ctx.nodes, lambda n: self._node(ctx, n),
+                          what="the package probe and installs")
+        record.nodes = [s.value if s.value is not None else
+                        NodePackages(node=s.node.name, errors=[s.error.message if s.error else "no answer"])
+                        for s in steps]
+        record.gaps += [s.gap for s in steps if s.gap is not None]
         for np_ in record.nodes:
             for need in NEEDS:
                 if need.binary in np_.missing:
@@ -79,7 +85,9 @@ class PackagesPhase:
                     record.gaps.append(Gap(phase=self.name, node=np_.node,
                                            text=f"[`{need.binary}`]({need.url}) is missing on {np_.node}, so {need.fallback}.",
                                            plan=plan))
-        if any(n.errors for n in record.nodes):
+        if any(not s.ok for s in steps):
+            record.status = "partial" if any(s.ok for s in steps) else "failed"
+        elif any(n.errors for n in record.nodes):
             record.status = "partial"
         return record
 

@@ -1,8 +1,10 @@
 """Pairwise straggler hunt: all-reduce busbw for node pairs at one large payload, pairs in parallel rounds.
 
-Up to ``ROUND_ROBIN_MAX_NODES`` nodes every pair is measured once in N-1 rounds of disjoint pairs
-(a round-robin schedule); above it, ``screen_and_confirm`` localises slow nodes in a few rounds.
-Pairs more than 5% below the run mean are flagged and nodes ranked by their share of slow pairs.
+Up to ``ROUND_ROBIN_MAX_NODES`` nodes every pair is measured in N-1 rounds of disjoint pairs (a
+round-robin schedule), each pair ``SAMPLES_PER_PAIR`` times at a bandwidth-bound payload so its own
+noise is known; ``analysis.stragglers.judge`` names a node only when every sample of its pairs is
+slower than any healthy pair ever ran, less ``THRESHOLD_PCT``. Above that many nodes ``screen_and_confirm``
+localises slow nodes in a few rounds. Every pair's job uses the run's rendezvous plan.
 ``run_pairwise(ctx, nodes)`` is the entry point the ``pairwise`` command and other phases call.
 """
 
@@ -13,58 +15,68 @@ import time
 from clustereval.analysis import stragglers as st
 from clustereval.phases.base import RunContext
 from clustereval.phases.network import SWEEP_TIMEOUT_S, _collective_env, copy_tools, sweep_args
-from clustereval.phases.torchrun import launch, nccl_env_info, probe_nodes, probes_for, ranks_per_node
+from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
 from clustereval.report.network_plots import pair_heatmap_png
 from clustereval.transport.base import Node, run_parallel
 
 GPU_PAYLOAD_BYTES = 2**30  # 1 GiB: bandwidth-bound on every fabric
-CPU_PAYLOAD_BYTES = 2**20  # gloo on CPU
+CPU_PAYLOAD_BYTES = 2 * 2**20  # gloo over TCP: milliseconds per call, far past the per-message latency
 ROUND_ROBIN_MAX_NODES = 16
 THRESHOLD_PCT = 5.0
+SAMPLES_PER_PAIR = 5
+# each sample at least 0.3 s of back-to-back calls: a CPU rank's scheduling hiccups average out
+CPU_TIMING = ["--warmup", "2", "--iters", "3", "--min-time-s", "0.3"]
 
 
 def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_bytes: int | None = None,
-                 strategy: str = "auto", phase: str = "pairwise") -> PairwiseRecord:
+                 strategy: str = "auto", phase: str = "pairwise", samples: int = SAMPLES_PER_PAIR) -> PairwiseRecord:
     """Measure node pairs and name the stragglers. ``strategy``: auto | round-robin | screen."""
     nodes = list(nodes if nodes is not None else ctx.nodes)
-    rec = PairwiseRecord(phase=phase, threshold_pct=THRESHOLD_PCT)
+    rec = PairwiseRecord(phase=phase, threshold_pct=THRESHOLD_PCT, samples_per_pair=samples)
     if len(nodes) < 2:
         rec.status = "skipped"
         return rec
     copy_tools(ctx)
     t0 = time.monotonic()
     env = nccl_env_info(ctx)
-    conn = ctx.records.get("connectivity")
-    known = {p.node: p for p in (conn.probes if conn is not None else [])}
-    probes = ([known[n.name] for n in nodes] if all(n.name in known for n in nodes)
-              else probe_nodes(ctx, nodes, nodes[0].address, ctx.config.rdzv_port))
+    plan, probes = run_plan(ctx, nodes)
+    rec.rendezvous = plan
     nproc, backend = ranks_per_node(ctx, probes)
     payload = payload_bytes or (GPU_PAYLOAD_BYTES if backend == "nccl" else CPU_PAYLOAD_BYTES)
     rec.payload_bytes, rec.backend, rec.ranks_per_node = payload, backend, nproc
     by_name = {n.name: n for n in nodes}
-    args = sweep_args(backend, payload, min_bytes=payload, modes="back-to-back")
+    args = [*sweep_args(backend, payload, min_bytes=payload, modes="back-to-back"), "--samples", str(samples)]
+    if backend == "gloo":
+        args += CPU_TIMING
     results: list[PairResult] = []
+    joined: set[str] = set()
     state = {"round": 0}
 
-    def measure(pairs: list[st.Pair]) -> dict[st.Pair, float | None]:
+    def measure(pairs: list[st.Pair]) -> dict[st.Pair, list[float]]:
         state["round"] += 1
         rnd = state["round"]
         ctx.progress(phase, nodes[0].name, f"round {rnd}: {len(pairs)} pair(s) in parallel", None)
 
-        def one(item: tuple[int, st.Pair]) -> float | None:
+        def one(item: tuple[int, st.Pair]) -> list[float]:
             i, (a, b) = item
-            res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=args,
-                         nodes=[by_name[a], by_name[b]], nproc=nproc, port=ctx.config.rdzv_port + 1 + i,
-                         timeout_s=SWEEP_TIMEOUT_S, extra_env=_collective_env(env, backend), diagnose=False,
-                         probes=probes_for(probes, [by_name[a], by_name[b]]))
+            if ctx.stop.is_set():
+                results.append(PairResult(a=a, b=b, round=rnd, error="not run: the run was interrupted"))
+                return []
+            pair_nodes = [by_name[a], by_name[b]]
+            res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=args, nodes=pair_nodes,
+                         nproc=nproc, port=ctx.config.rdzv_port + 1 + i, timeout_s=SWEEP_TIMEOUT_S,
+                         extra_env=_collective_env(env, backend), diagnose=False, plan=plan,
+                         probes=probes_for(probes, pair_nodes), backend=backend)
+            joined.update(e.node for e in res.info.exits if e.joined)
             rows = [e for e in res.of("row") if e.get("mode") == "back-to-back"]
-            ok = res.info.ok and rows and all(e.get("check_ok", True) for e in rows)
-            value = float(rows[0]["busbw_gb_s"]) if ok else None
-            results.append(PairResult(a=a, b=b, round=rnd, busbw_gb_s=value,
-                                      error="" if ok else (res.info.error or "no result")))
-            return value
+            ok = res.info.ok and bool(rows) and all(e.get("check_ok", True) for e in rows)
+            values = [float(e["busbw_gb_s"]) for e in rows] if ok else []
+            why = res.info.diagnosis_text or res.info.error or "no result"
+            results.append(PairResult(a=a, b=b, round=rnd, samples_gb_s=values,
+                                      error="" if ok else why))
+            return values
 
         values = run_parallel(list(enumerate(pairs)), one, max(1, len(pairs)))
         return dict(zip(pairs, values, strict=True))
@@ -76,15 +88,25 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
         rec.num_rounds = screen.rounds
     else:
         _, _, rec.num_rounds = st.run_round_robin(names, measure, THRESHOLD_PCT)
-    busbw = {st.key(r.a, r.b): r.busbw_gb_s for r in results}
-    verdict = st.judge(busbw, THRESHOLD_PCT)
-    rec.mean_busbw_gb_s = verdict.mean_busbw_gb_s
+    samples_by_pair = {st.key(r.a, r.b): r.samples_gb_s for r in results}
+    verdict = st.judge(samples_by_pair, THRESHOLD_PCT)
+    rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
+    rec.judged, rec.why_not_judged = verdict.judged, verdict.why_not_judged
+    rec.healthy_pairs, rec.healthy_samples = verdict.healthy_pairs, verdict.healthy_samples
+    rec.healthy_median_gb_s = round(verdict.healthy_median_gb_s, 6)
+    rec.healthy_floor_gb_s = round(verdict.healthy_floor_gb_s, 6)
+    rec.limit_gb_s = round(verdict.limit_gb_s, 6)
     for r in results:
-        r.slow = st.key(r.a, r.b) in verdict.slow
+        k = st.key(r.a, r.b)
+        r.busbw_gb_s = verdict.medians.get(k)
+        r.slow = k in verdict.slow
     rec.pairs = sorted(results, key=lambda r: (r.round, r.a, r.b))
     rec.suspects = [NodeSuspect(node=s.node, slow_pairs=s.slow_pairs, pairs=s.pairs, share=round(s.share, 4),
-                                mean_busbw_gb_s=round(s.mean_busbw_gb_s, 3)) for s in verdict.suspects]
+                                mean_busbw_gb_s=round(s.mean_busbw_gb_s, 3), failed_pairs=s.failed_pairs)
+                    for s in verdict.suspects]
     rec.stragglers = screen.stragglers if use_screen else verdict.stragglers
+    rec.not_joined = [n for n in names if n not in joined] if any(r.error for r in results) else []
+    busbw = {k: verdict.medians.get(k) for k in samples_by_pair}
     png = pair_heatmap_png(names, busbw, f"Pairwise all-reduce busbw (GB/s), {nproc * 2} ranks per pair")
     if png is not None:
         rec.heatmap = "network/pairwise-heatmap.png"
@@ -96,6 +118,11 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
             rec.gaps.append(Gap(phase=phase, text=f"The pair {r.a} + {r.b} did not complete ({r.error}).",
                                 plan="read the pair's launch log in the raw folder, fix the cause and re-run "
                                      "`clustereval pairwise`"))
+        if not rec.judged:
+            rec.gaps.append(Gap(phase=phase, text=f"No straggler was judged: {rec.why_not_judged}"
+                                + (f"; {', '.join(rec.not_joined)} joined no pair" if rec.not_joined else "")
+                                + ". This is a launcher problem, not a verdict on the fabric.",
+                                plan="fix the launch (see the pairs' errors above), then re-run `clustereval pairwise`"))
     rec.wall_seconds = round(time.monotonic() - t0, 1)
     return rec
 

@@ -19,11 +19,11 @@ import threading
 import time
 from collections import Counter
 
+from clustereval.analysis.rendezvous import fix_for
 from clustereval.config import Config
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
-from clustereval.phases.launch import launch_all, plan_rendezvous, torchrun_argv
-from clustereval.phases.remote import worker_env
+from clustereval.phases.torchrun import decide_plan, launch, probe_nodes
 from clustereval.probes.preflight import (
     TCP_CONNECT_SNIPPET,
     TCP_LISTEN_SNIPPET,
@@ -199,7 +199,9 @@ class Preflight:
         def one(node: Node) -> None:
             t0 = time.monotonic()
             try:
-                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 15)
+                # a dead node fails at connect (refused, or ConnectTimeout) within seconds either way;
+                # the minute is for a live node whose login is slow (shell start-up files, a loaded host)
+                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 60)
             except TransportError as exc:
                 errors[node.name] = exc
                 self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
@@ -420,56 +422,45 @@ class Preflight:
                                      "interpreter with torch on every node; the GPU connectivity test still checks the "
                                      "rendezvous later"))
             return True
-        plan = plan_rendezvous(self.nodes, self.facts, self.cfg.rdzv_port)
-        self.rec.rendezvous_fixes = plan.fixes
-        self._progress("all nodes", f"CPU gloo all-reduce, one process per node, rendezvous at {plan.endpoint}")
-        try:
-            envs = dict(zip([n.name for n in self.nodes],
-                            run_parallel(self.nodes, lambda n: worker_env(self.ctx, n), self.ctx.transport.fanout),
-                            strict=True))
-        except TransportError as exc:
-            self._probe(ProbeResult("gloo", exc.node, False, f"could not ship the worker: {exc.message}"))
-            self.rec.gaps.append(Gap(PHASE, f"The gloo worker could not be copied to {exc.node}: {exc.message}.",
-                                     exc.hint, node=exc.node))
-            return False
-        rdzv_id = f"preflight-{self.ctx.store.run_id}"[:60]
-
-        def argv(node: Node) -> list[str]:
-            args = ["--timeout-s", "60"]
-            if node.name in plan.local_addr:
-                args += ["--local-addr", plan.local_addr[node.name]]
-            return torchrun_argv(self.python, node, plan, num_nodes=len(self.nodes), nproc_per_node=1,
-                                 rdzv_id=rdzv_id, module="clustereval.workers.gloo_check", module_args=args,
-                                 rdzv_conf={"join_timeout": "60", "read_timeout": "60"})
-
-        results = launch_all(self.ctx.transport, self.nodes, argv, env_for=lambda n: envs[n.name],
-                             timeout_s=GLOO_TIMEOUT_S)
+        port = self.cfg.rdzv_port
+        self._progress("all nodes", "the rendezvous questions (hostnames, routes, interfaces)")
+        probes = probe_nodes(self.ctx, self.nodes, self.nodes[0].address, port)
+        plan = decide_plan(self.ctx, self.nodes, probes)
+        self.rec.rendezvous_probes = probes
+        self.rec.rendezvous_plan = plan
+        self.rec.rendezvous_fixes = list(plan.reasons)
+        self._progress("all nodes", f"CPU gloo all-reduce, one process per node, rendezvous at "
+                       f"{self.nodes[0].address}:{port}")
+        res = launch(self.ctx, label="preflight-gloo", module="gloo_check", args=["--timeout-s", "60"],
+                     nodes=self.nodes, nproc=1, port=port, timeout_s=GLOO_TIMEOUT_S, probes=probes, plan=plan,
+                     backend="gloo")
         ok_all = True
-        for node, res in zip(self.nodes, results, strict=True):
-            self.ctx.raw(f"preflight/gloo-{node.name}.log", res.output)
-            line = _gloo_line(res.output)
-            ok = res.ok and bool(line.get("ok"))
+        for node, ex in zip(self.nodes, res.info.exits, strict=True):
+            self.ctx.raw(f"preflight/gloo-{node.name}.log", res.outputs.get(node.name, ""))
+            line = _gloo_line(res.outputs.get(node.name, ""))
+            ok = ex.state == "ok" and bool(line.get("ok"))
             if ok:
                 detail = f"rank {line['rank']} of {line['world_size']}: all-reduce sum {line['sum']:g} as expected"
-            elif res.error:
-                detail = res.error
-            elif res.stopped:
-                detail = "stopped after another node failed"
-            elif res.timed_out:
-                detail = f"did not finish within {GLOO_TIMEOUT_S:.0f} s"
-            elif line:
+            elif ex.state == "ok" and line:
                 detail = f"all-reduce gave {line.get('sum')} instead of {line.get('expected')}"
+            elif ex.state == "failed":
+                detail = f"exited {ex.rc} after {ex.seconds:.0f} s: {ex.cause or 'no error printed'}"
+            elif ex.state == "timed-out":
+                detail = f"did not finish within {GLOO_TIMEOUT_S:.0f} s"
             else:
-                detail = _last_error(res.output) or f"exit {res.rc}"
-            self._probe(ProbeResult("gloo", node.name, ok, detail, res.seconds))
+                detail = f"{ex.cause or ex.state} after {ex.seconds:.0f} s"
+            self._probe(ProbeResult("gloo", node.name, ok, detail, ex.seconds))
             ok_all &= ok
+        plan.proven = ok_all
         if not ok_all:
-            failed = [p for p in self.rec.probes if p.kind == "gloo" and not p.ok and "stopped after" not in p.detail]
+            why = res.info.diagnosis_text
+            fix = fix_for(res.info.diagnosis, plan)
+            failed = [p for p in self.rec.probes if p.kind == "gloo" and not p.ok and "stopped by us" not in p.detail]
             for p in failed or [p for p in self.rec.probes if p.kind == "gloo" and not p.ok]:
                 self.rec.gaps.append(Gap(PHASE, f"The CPU gloo all-reduce across {len(self.nodes)} nodes failed on "
-                                         f"{p.node}: {p.detail}.", f"read {self.ctx.store.raw_rel}/preflight/gloo-"
-                                         f"{p.node}.log; TCP to the rendezvous already worked, so look at torch on "
-                                         "that node and the addresses its hostname resolves to", node=p.node))
+                                         f"{p.node}: {p.detail}" + (f" ({why})" if why else "") + ".",
+                                         f"{fix}; the log is {self.ctx.store.raw_rel}/preflight/gloo-{p.node}.log",
+                                         node=p.node))
         return ok_all
 
 
@@ -492,11 +483,3 @@ def _gloo_line(output: str) -> dict:
             except ValueError:
                 continue
     return {}
-
-
-def _last_error(output: str) -> str:
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if "Error" in ln or "error" in ln:
-            return ln[:300]
-    return lines[-1][:300] if lines else ""

@@ -17,6 +17,7 @@ from pathlib import Path
 from clustereval.analysis.storage import Candidate, plan_scans, same_volume
 from clustereval.errors import ClusterEvalError, ScratchError, TransportError
 from clustereval.phases.base import RunContext
+from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note_error, note_failure
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
@@ -31,7 +32,7 @@ from clustereval.records.storage import (
     NodeWrite,
     StorageRecord,
 )
-from clustereval.transport.base import Node, run_parallel
+from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
 SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the filesystem's
@@ -52,6 +53,7 @@ class StoragePhase:
 
     def __init__(self, file_sizes: tuple[int, ...] | None = None, fio: str = "fio",
                  concurrent_bytes: int = CONCURRENT_BYTES) -> None:
+        self._kept: dict[tuple[str, int, str], FioCell] = {}  # --resume: the runs that finished before
         # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
         # writes 1 GiB per node in the concurrent write
         self._explicit = file_sizes is not None, concurrent_bytes != CONCURRENT_BYTES
@@ -71,8 +73,9 @@ class StoragePhase:
         rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
                             targets=list(ctx.config.targets.storage), shared_paths=list(ctx.config.shared_paths))
-        node = ctx.nodes[0]
+        node = (live(ctx, ctx.nodes) or ctx.nodes)[0]  # a node lost earlier does not scan
         scratch = scratch_for(ctx)
+        self._kept = _finished_cells(ctx.records.get("storage"), self.file_sizes, runtime_s=rec.runtime_s)
         for name, path in TOOL_SOURCES.items():
             ctx.raw(f"tools/{name}", path.read_text())
             rec.tool_files.append(f"tools/{name}")
@@ -92,7 +95,7 @@ class StoragePhase:
         total_runs = len(jobs) * len(self.file_sizes) * len(fio_probe.OPS) if rec.fio_version else 0
         done = 0
         for path, shared, planned in jobs:
-            if not rec.fio_version or ctx.stop.is_set():
+            if not rec.fio_version or ctx.stop.is_set() or is_lost(ctx, node):
                 break
             scan = self._new_scan(node, path, shared, volumes.get(path), planned)
             try:
@@ -112,12 +115,13 @@ class StoragePhase:
                                     text=f"The IO benchmark of `{path}` did not run: {exc.message}.",
                                     plan=exc.hint or "fix the path and re-run the storage phase"))
             except TransportError as exc:
-                rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                    text=f"The IO benchmark of `{path}` stopped: {exc.message}.",
-                                    plan="check the node answers, then `clustereval run --resume RUN_DIR`"))
+                note_error(ctx, self.name, node, exc, f"the fio scan of {path}")
+                rec.gaps.append(error_gap(ctx, self.name, f"the IO benchmark of `{path}`", node, exc,
+                                          "`fio`"))
             done += len(self.file_sizes) * len(fio_probe.OPS)
             for cell in scan.cells:
                 if cell.error and cell.error != "interrupted":
+                    note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
                     rec.gaps.append(Gap(phase=self.name, node=node.name,
                                         text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} "
                                              f"{cell.rw} figures for `{path}`: {cell.error}.",
@@ -127,6 +131,8 @@ class StoragePhase:
             else:
                 rec.local = scan
         if len(ctx.nodes) >= 2 and ctx.config.shared_paths and not ctx.stop.is_set():
+            rec.concurrent = _kept_write(ctx.records.get("storage"), len(ctx.nodes), self.concurrent_bytes)
+        if rec.concurrent is None and len(ctx.nodes) >= 2 and ctx.config.shared_paths and not ctx.stop.is_set():
             rec.concurrent = self._concurrent_write(ctx, scratch, normalize(ctx.config.shared_paths[0]),
                                                     volumes.get(normalize(ctx.config.shared_paths[0])), rec)
         if ctx.stop.is_set():
@@ -213,6 +219,12 @@ class StoragePhase:
             if ctx.stop.is_set():
                 return scan
             n += 1
+            kept = self._kept.get((scan.mount, size, rw))
+            if kept is not None:  # --resume: this run finished before; its figures stand
+                ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount}: "
+                                                   f"kept from the earlier attempt (run {n} of {total_runs})", None)
+                scan.cells.append(kept)
+                continue
             left = self._time_left(plan[i:], total_runs - n + 1, runtime + ramp)
             after = self._time_left(plan[i + 1:], total_runs - n, runtime + ramp)
             ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
@@ -274,9 +286,9 @@ class StoragePhase:
                     spent = last_note - t0
                     ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {mount}: "
                                                        f"{spent:.0f} s in", max(left_s - spent, after_s))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the second Ctrl-C: stop fio and go, within seconds
             self._stop_fio(ctx, node, pidfile)
-            worker.join(30)
+            worker.join(5)
             raise
         cell.seconds = round(time.monotonic() - t0, 1)
         if "exc" in result:
@@ -287,13 +299,16 @@ class StoragePhase:
             return cell
         res = result["res"]
         assert isinstance(res, CommandResult)
+        if stopped or ctx.stop.is_set():
+            # Ctrl-C stopped this run part-way: its output is discarded and the run repeats on --resume
+            cell.error = "interrupted"
+            ctx.progress(self.name, node.name, f"interrupt: stopped fio {fio_probe.iec_label(size)} {rw} on {mount}; "
+                                               "that run is discarded and runs again on --resume", None)
+            return cell
         label = "local" if mount == normalize(ctx.config.local_scratch) else _slug(mount)
         raw = f"storage/fio-{label}-{fio_probe.fio_size_arg(size)}-{rw}.json"
         ctx.raw(raw, res.stdout if res.stdout.strip() else res.stderr)
         cell.raw_json = raw
-        if stopped or ctx.stop.is_set():
-            cell.error = "interrupted"
-            return cell
         if not res.ok:
             cell.error = _last(res.stderr) or ("timed out" if res.timed_out else f"fio exited {res.rc}")
             return cell
@@ -321,7 +336,7 @@ class StoragePhase:
         cw = ConcurrentWrite(mount=mount, bytes_per_node=self.concurrent_bytes)
         if row is not None:
             cw.size_bytes, cw.fstype = row.size_bytes, backing_type(ctx, row)
-        first = ctx.nodes[0]
+        first = (live(ctx, ctx.nodes) or ctx.nodes)[0]
         try:
             check_declared(ctx.config, mount)
             scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
@@ -347,29 +362,61 @@ class StoragePhase:
         t0 = time.monotonic()
 
         def one(node: Node) -> NodeWrite:
-            try:
-                res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
-            except TransportError as exc:
-                return NodeWrite(node.name, error=exc.message)
+            res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
             parsed = probe.parse_dd(res.stderr)
             if not res.ok or parsed is None:
                 return NodeWrite(node.name, error=_last(res.stderr) or f"dd exited {res.rc}")
             written, seconds = parsed
             return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
 
-        cw.nodes = run_parallel(ctx.nodes, one, ctx.transport.fanout)
+        steps = each_node(ctx, self.name, "the concurrent write", ctx.nodes, one, what="`dd`")
+        cw.nodes = [s.value if s.value is not None else
+                    NodeWrite(s.node.name, error=s.error.message if s.error else "no answer") for s in steps]
+        step_gaps = {s.node.name: s.gap for s in steps if s.gap is not None}
         cw.wall_s = round(time.monotonic() - t0, 2)
         ok = [w for w in cw.nodes if not w.error]
         if ok:
             cw.aggregate_mib_s = sum(w.bytes_written for w in ok) / 2**20 / max(w.seconds for w in ok)
         for w in cw.nodes:
-            if w.error:
+            if w.node in step_gaps:
+                rec.gaps.append(step_gaps[w.node])
+            elif w.error:
+                note_failure(ctx, self.name, next(n for n in ctx.nodes if n.name == w.node), w.error)
                 rec.gaps.append(Gap(phase=self.name, node=w.node,
                                     text=f"{w.node} did not finish the concurrent write to `{mount}`: {w.error}.",
                                     plan="check the node and the mount, then re-run the storage phase"))
         ctx.raw("storage/concurrent-write.txt",
                 "\n".join(f"{w.node}\t{w.bytes_written}\t{w.seconds}\t{w.mib_s:.1f}\t{w.error}" for w in cw.nodes) + "\n")
         return cw
+
+
+# ---- --resume: what an earlier attempt finished ---------------------------------------------
+
+
+def _finished_cells(previous: object, file_sizes: tuple[int, ...], *,
+                    runtime_s: int) -> dict[tuple[str, int, str], FioCell]:
+    """The fio runs an earlier attempt of this phase finished, by (mount, size, direction): kept
+    on --resume when they ran with the same timed IO, so only the missing runs repeat."""
+    if not isinstance(previous, StorageRecord) or previous.runtime_s != runtime_s:
+        return {}
+    kept: dict[tuple[str, int, str], FioCell] = {}
+    for scan in [previous.local, *previous.shared]:
+        if scan is None:
+            continue
+        for cell in scan.cells:
+            if not cell.error and cell.file_size_bytes in file_sizes:
+                kept[(scan.mount, cell.file_size_bytes, cell.rw)] = cell
+    return kept
+
+
+def _kept_write(previous: object, num_nodes: int, bytes_per_node: int) -> ConcurrentWrite | None:
+    """An earlier attempt's concurrent write, when every node finished it at this size."""
+    if not isinstance(previous, StorageRecord) or previous.concurrent is None:
+        return None
+    cw = previous.concurrent
+    if cw.bytes_per_node != bytes_per_node or len(cw.nodes) != num_nodes or any(w.error for w in cw.nodes):
+        return None
+    return cw
 
 
 # ---- the inventory and the backing type ------------------------------------------------------

@@ -1,116 +1,60 @@
-"""Launching a network worker on every node through torchrun (``python -m torch.distributed.run``).
+"""Launching a worker on every node through torchrun (``python -m torch.distributed.run``): one job.
 
 One torchrun per node, started through the transport at the same time, with the eval Python, a c10d
 rendezvous at the first node (``config.rdzv_port``), ``--max_restarts 0`` and ``--rdzv_conf
-timeout=60``. Before a multi-node launch every node answers a few rendezvous questions (its
-hostname's addresses, its route to the endpoint, torch's ``_matches_machine_hostname``); when the
-runbook's quirk applies, ``is_host=1`` goes to the endpoint node and ``--local_addr`` to every node.
-A failed launch is diagnosed in the runbook's order. Worker lines carry ``[<node>:<local rank>]:``
-(torchrun's ``--tee`` with the node as role); the whole log is saved to the raw folder.
+timeout=60``. Every multi-node job of a run uses one ``RendezvousPlan``: the one preflight's gloo
+check proved (recorded in the preflight record), else decided the same way from the nodes' answers
+(``analysis.rendezvous.plan_rendezvous``). A job is one unit: when any node's launcher exits
+non-zero, the time runs out or the run is interrupted (``ctx.stop``), every other launcher is
+stopped at once, every process carrying the job's tag is killed on every node, and the rendezvous
+port is checked free before ``launch`` returns. torchrun's temporary folders go under the run's
+scratch (``TMPDIR``). A failed launch is diagnosed in the runbook's order. Worker lines carry
+``[<node>:<local rank>]:`` (torchrun's ``--tee`` with the node as role); the whole log is saved.
 """
 
 from __future__ import annotations
 
-import json
 import re
+import secrets
+import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 
 from clustereval.analysis.rendezvous import (
-    RendezvousPlan,
     classify_failure,
+    last_error_line,
     plan_rendezvous,
     rendezvous_trouble,
+    socket_env,
+    subplan,
 )
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_env
 from clustereval.probes.preflight import final_nccl_env, parse_env_dump
-from clustereval.probes.torchrun import parse_worker_events, prefix_log
-from clustereval.records.network import LaunchInfo, NcclEnvInfo, RankInfo, RendezvousProbe
+from clustereval.probes.torchrun import (
+    CONNECT_SNIPPET,
+    LISTEN_SNIPPET,
+    PROBE_SNIPPET,
+    REAP_SNIPPET,
+    RESOLVE_SNIPPET,
+    last_json,
+    parse_worker_events,
+    prefix_log,
+)
+from clustereval.records.network import (
+    LaunchInfo,
+    NcclEnvInfo,
+    NodeExit,
+    RankInfo,
+    RendezvousPlan,
+    RendezvousProbe,
+)
 from clustereval.transport.base import Node, run_parallel
 
 DEFAULT_RDZV_TIMEOUT_S = 60
 KILL_GRACE_S = 10
-
-# Runs on each node with the eval Python: the runbook's rendezvous probes, as JSON.
-PROBE_SNIPPET = r"""
-import json, socket, sys
-host, port, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-out = {"hostname": socket.gethostname(), "hostname_addrs": [], "route_addr": "", "matches_endpoint": None,
-       "num_gpus": 0, "error": "", "matches": {}, "routes": {}}
-try:
-    out["hostname_addrs"] = sorted({a[4][0] for a in socket.getaddrinfo(out["hostname"], None,
-                                                                          proto=socket.IPPROTO_TCP)})
-except Exception as exc:
-    out["error"] = "hostname: %s" % exc
-
-def route(addr):
-    try:
-        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
-        s.connect((addr, port))  # no packet is sent: the kernel picks the source address
-        src = s.getsockname()[0]
-        s.close()
-        return src
-    except Exception:
-        return ""
-
-out["route_addr"] = route(host)
-out["routes"] = {p: route(p) for p in peers}
-try:
-    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
-    out["matches_endpoint"] = bool(_matches_machine_hostname(host))
-    out["matches"] = {p: bool(_matches_machine_hostname(p)) for p in peers}
-except Exception as exc:
-    out["error"] += " torch: %s" % exc
-try:
-    import torch
-    out["num_gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
-except Exception:
-    pass
-print(json.dumps(out))
-"""
-
-# The runbook's step 3 (can a worker reach the port?): a listener on the endpoint node, connects elsewhere.
-LISTEN_SNIPPET = r"""
-import socket, sys, time
-port, seconds, want = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("", port))
-except OSError as exc:
-    print("BIND-FAILED %s" % exc)
-    sys.exit(0)
-s.listen(64)
-s.settimeout(0.5)
-print("LISTENING", flush=True)
-end, got = time.time() + seconds, 0
-while time.time() < end and got < want:
-    try:
-        c, _ = s.accept()
-        got += 1
-        c.close()
-    except OSError:
-        pass
-print("ACCEPTED %d" % got)
-"""
-CONNECT_SNIPPET = r"""
-import socket, sys, time
-host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-end = time.time() + seconds
-while True:
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-        print("OPEN")
-        break
-    except OSError as exc:
-        if time.time() > end:
-            print("CLOSED %s" % exc)
-            break
-        time.sleep(0.3)
-"""
-
 
 @dataclass
 class LaunchResult:
@@ -167,7 +111,8 @@ def nccl_env_info(ctx: RunContext) -> NcclEnvInfo:
 
 def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
                 peers: list[Node] | None = None) -> list[RendezvousProbe]:
-    """Each node's rendezvous answers for ``host``, and for every peer's address (pairs reuse them)."""
+    """Each node's rendezvous answers for ``host``, for every peer's address (pairs reuse them), and
+    (second round trip, >= 2 nodes) what every node's hostname resolves to on each node."""
     peers = list(nodes if peers is None else peers)
 
     def one(node: Node) -> RendezvousProbe:
@@ -176,13 +121,7 @@ def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
                                            *[n.address for n in peers]], timeout_s=120)
         except TransportError as exc:
             return RendezvousProbe(node=node.name, error=exc.message)
-        data: dict = {}
-        for line in reversed(res.stdout.strip().splitlines()):
-            try:
-                data = json.loads(line)
-                break
-            except ValueError:
-                continue
+        data = last_json(res.stdout)
         if not data:
             return RendezvousProbe(node=node.name, error=(res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1])
         return RendezvousProbe(node=node.name, hostname=data.get("hostname", ""),
@@ -190,8 +129,22 @@ def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
                                route_addr=data.get("route_addr", ""), matches_endpoint=data.get("matches_endpoint"),
                                num_gpus=int(data.get("num_gpus", 0)), error=data.get("error", "").strip(),
                                matches={k: bool(v) for k, v in data.get("matches", {}).items()},
-                               routes=dict(data.get("routes", {})))
-    return run_parallel(nodes, one, ctx.transport.fanout)
+                               routes=dict(data.get("routes", {})), route_ifname=data.get("route_ifname", ""),
+                               env_ifnames=dict(data.get("env_ifnames", {})))
+
+    probes = run_parallel(nodes, one, ctx.transport.fanout)
+    names = sorted({p.hostname for p in probes if p.hostname})
+    if len(nodes) >= 2 and names:
+        def resolve(item: tuple[Node, RendezvousProbe]) -> None:
+            node, probe = item
+            try:
+                res = ctx.transport.run(node, [ctx.eval_python, "-c", RESOLVE_SNIPPET, *names], timeout_s=60)
+            except TransportError:
+                return
+            probe.peer_names = {k: list(v) for k, v in last_json(res.stdout).items()}
+
+        run_parallel(list(zip(nodes, probes, strict=True)), resolve, ctx.transport.fanout)
+    return probes
 
 
 def probes_for(probes: list[RendezvousProbe], nodes: list[Node]) -> list[RendezvousProbe] | None:
@@ -207,8 +160,36 @@ def probes_for(probes: list[RendezvousProbe], nodes: list[Node]) -> list[Rendezv
             return None
         out.append(RendezvousProbe(node=p.node, hostname=p.hostname, hostname_addrs=list(p.hostname_addrs),
                                    route_addr=p.routes[host], matches_endpoint=p.matches[host],
-                                   num_gpus=p.num_gpus, error=p.error, matches=p.matches, routes=p.routes))
+                                   num_gpus=p.num_gpus, error=p.error, matches=p.matches, routes=p.routes,
+                                   route_ifname=p.route_ifname, env_ifnames=dict(p.env_ifnames),
+                                   peer_names=dict(p.peer_names)))
     return out
+
+
+def decide_plan(ctx: RunContext, nodes: list[Node], probes: list[RendezvousProbe]) -> RendezvousPlan:
+    """The plan for ``nodes`` from their answers (``probes[0]``: the endpoint node)."""
+    fixed = {k: v for k, v in ctx.config.nccl_env if k.endswith("SOCKET_IFNAME")}
+    return plan_rendezvous(probes, endpoint_host(nodes), {n.name: n.address for n in nodes}, fixed)
+
+
+def run_plan(ctx: RunContext, nodes: list[Node]) -> tuple[RendezvousPlan, list[RendezvousProbe]]:
+    """The run's one rendezvous plan and the answers behind it: preflight's when it covers ``nodes``
+    (the one its gloo check proved), else the connectivity phase's, else asked and decided now."""
+    names = [n.name for n in nodes]
+    for phase in ("preflight", "connectivity"):
+        rec = ctx.records.get(phase)
+        plan = getattr(rec, "rendezvous_plan", None) if phase == "preflight" else None
+        probes = list(getattr(rec, "rendezvous_probes" if phase == "preflight" else "probes", None) or [])
+        if plan is not None and set(names) <= set(plan.nodes) and probes:
+            return plan, probes
+        if phase == "connectivity" and rec is not None and rec.launch.nodes == names and probes:
+            launch_plan = RendezvousPlan(nodes=names, endpoint_host=endpoint_host(nodes),
+                                         is_host_node=rec.launch.is_host_node, local_addrs=dict(rec.launch.local_addrs),
+                                         socket_ifnames=dict(rec.launch.socket_ifnames),
+                                         reasons=list(rec.launch.fix_reasons))
+            return launch_plan, probes
+    probes = probe_nodes(ctx, nodes, endpoint_host(nodes), ctx.config.rdzv_port)
+    return decide_plan(ctx, nodes, probes), probes
 
 
 def ranks_per_node(ctx: RunContext, probes: list[RendezvousProbe]) -> tuple[int, str]:
@@ -234,7 +215,9 @@ def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], 
         conf += f",read_timeout={rdzv_timeout_s}"
     if plan.is_host_node:
         conf += f",is_host={1 if node.name == plan.is_host_node else 0}"
-    argv = ["timeout", "-k", str(KILL_GRACE_S), str(int(timeout_s)),
+    # TMPDIR must exist, or Python quietly falls back to /tmp for torchrun's torchelastic_* folders
+    argv = ["sh", "-c", 'mkdir -p "$TMPDIR" && exec "$@"', "sh",
+            "timeout", "-k", str(KILL_GRACE_S), str(int(timeout_s)),
             ctx.eval_python, "-u", "-m", "torch.distributed.run",
             "--nnodes", str(num_nodes), "--nproc_per_node", str(nproc),
             "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", run_id,
@@ -249,8 +232,6 @@ def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], 
 def check_ports(ctx: RunContext, owner: Node, others: list[Node], host: str, port: int,
                 seconds: float = 10.0) -> tuple[dict[str, bool], str]:
     """(node -> could connect, bind error): the runbook's "can a worker reach it?" probe."""
-    import threading
-
     holder: dict[str, str] = {}
 
     def listen() -> None:
@@ -282,79 +263,224 @@ def check_ports(ctx: RunContext, owner: Node, others: list[Node], host: str, por
 
 def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: list[Node], nproc: int,
            port: int, timeout_s: float, extra_env: dict[str, str] | None = None,
-           probes: list[RendezvousProbe] | None = None, auto_fix: bool = True,
-           rdzv_timeout_s: int = DEFAULT_RDZV_TIMEOUT_S, diagnose: bool = True) -> LaunchResult:
-    """Run ``clustereval.workers.<module>`` on ``nodes`` x ``nproc`` ranks; never raises for a failed job."""
+           probes: list[RendezvousProbe] | None = None, plan: RendezvousPlan | None = None, auto_fix: bool = True,
+           rdzv_timeout_s: int = DEFAULT_RDZV_TIMEOUT_S, diagnose: bool = True, backend: str = "") -> LaunchResult:
+    """Run ``clustereval.workers.<module>`` on ``nodes`` x ``nproc`` ranks as one job; never raises for a
+    failed job. ``plan``: the run's rendezvous plan (default: ``run_plan``); ``auto_fix=False`` launches
+    without is_host / --local_addr / socket interfaces (to show what the plan fixes)."""
     host = endpoint_host(nodes)
     endpoint = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     multi = len(nodes) >= 2
-    if multi and probes is None:
-        probes = probe_nodes(ctx, nodes, host, port)
-    plan = plan_rendezvous(probes or [], host) if (multi and auto_fix) else RendezvousPlan()
-    info = LaunchInfo(label=label, nodes=[n.name for n in nodes], nproc_per_node=nproc,
-                      world_size=nproc * len(nodes), endpoint=endpoint, is_host_node=plan.is_host_node,
-                      local_addrs=dict(plan.local_addrs), fix_reasons=list(plan.reasons))
+    names = [n.name for n in nodes]
+    if multi and plan is None and probes is not None:
+        plan = decide_plan(ctx, nodes, probes)
+    elif multi and plan is None:
+        plan, probes = run_plan(ctx, nodes)
+    job_plan = subplan(plan, names, host) if (multi and auto_fix and plan is not None) else RendezvousPlan()
+    backend = backend or ("nccl" if (extra_env or {}).keys() & {"NCCL_DEBUG", "NCCL_NVLS_ENABLE"} else "gloo")
+    info = LaunchInfo(label=label, nodes=names, nproc_per_node=nproc, world_size=nproc * len(nodes),
+                      endpoint=endpoint, is_host_node=job_plan.is_host_node, local_addrs=dict(job_plan.local_addrs),
+                      fix_reasons=list(job_plan.reasons), socket_ifnames=dict(job_plan.socket_ifnames))
     run_id = f"{_safe(label)}-{ctx.store.run_id}"[:60]
-    log_dir = f"{node_scratch(ctx)}/torchrun/{_safe(label)}"
+    tag = f"{run_id}-{secrets.token_hex(4)}"
+    scratch = node_scratch(ctx)
+    log_dir = f"{scratch}/torchrun/{_safe(label)}"
+
+    shipped = ctx.records.setdefault("_launch_env", {})
 
     def ship(node: Node):
-        # the package reaches every node before any torchrun starts (no node imports a half-copied tree)
+        # the package reaches every node before any torchrun starts (no node imports a half-copied tree);
+        # once per node and run: a pairwise hunt launches dozens of jobs
         try:
-            return worker_env(ctx, node, {"OMP_NUM_THREADS": "1", **(extra_env or {})})
+            if node.name not in shipped:
+                shipped[node.name] = worker_env(ctx, node)
         except TransportError as exc:
             return exc
+        env = {**shipped[node.name], "OMP_NUM_THREADS": "1", **(extra_env or {})}
+        env.update(socket_env(job_plan, node.name, backend))
+        env["TMPDIR"] = f"{scratch}/torchrun/tmp"
+        env["CLUSTEREVAL_JOB"] = f"{tag}:{node.name}"
+        return env
 
-    envs = dict(zip((n.name for n in nodes), run_parallel(nodes, ship, ctx.transport.fanout), strict=True))
-
-    def one(node: Node):
-        env = envs[node.name]
-        if isinstance(env, TransportError):
-            return env
-        argv = torchrun_argv(ctx, node, module=module, args=args, num_nodes=len(nodes), nproc=nproc,
-                             endpoint=endpoint, run_id=run_id, plan=plan, rdzv_timeout_s=rdzv_timeout_s,
-                             timeout_s=timeout_s, log_dir=f"{log_dir}/{_safe(node.name)}")
-        try:
-            return ctx.transport.run(node, argv, timeout_s=timeout_s + KILL_GRACE_S + 20, env=env)
-        except TransportError as exc:
-            return exc
-
+    envs = dict(zip(names, run_parallel(nodes, ship, ctx.transport.fanout), strict=True))
+    argvs = {n.name: torchrun_argv(ctx, n, module=module, args=args, num_nodes=len(nodes), nproc=nproc,
+                                   endpoint=endpoint, run_id=run_id, plan=job_plan, rdzv_timeout_s=rdzv_timeout_s,
+                                   timeout_s=timeout_s, log_dir=f"{log_dir}/{_safe(n.name)}") for n in nodes}
     t0 = time.monotonic()
-    results = run_parallel(nodes, one, max(len(nodes), 1))
+    job = _Job(ctx, nodes, argvs, envs)
+    job.watch(timeout_s)
     info.seconds = round(time.monotonic() - t0, 1)
-    outputs: dict[str, str] = {}
+    info.stop_reason = job.stop_reason
+    if job.stop_reason or any(e.state != "ok" for e in job.exits.values()):
+        # nothing of the job may outlive it: not on the nodes, not on the port
+        info.port_free = job.reap(port)
+    outputs = job.outputs()
     events: list[dict] = []
-    for node, res in zip(nodes, results, strict=True):
-        if isinstance(res, TransportError):
-            outputs[node.name] = f"transport error: {res.message}\n"
-            info.rc_by_node[node.name] = 255
-            continue
-        text = (res.stdout or "") + (("\n" + res.stderr) if res.stderr else "")
-        outputs[node.name] = text
-        info.rc_by_node[node.name] = 124 if res.timed_out else res.rc
-        for e in parse_worker_events(text):
+    for node in nodes:
+        ex = job.exits[node.name]
+        node_events = parse_worker_events(outputs[node.name])
+        ex.joined = bool(node_events)
+        if ex.state not in ("ok", "unreachable"):
+            ex.cause = ex.cause or last_error_line(outputs[node.name])
+        info.rc_by_node[node.name] = ex.rc if ex.rc is not None else (124 if ex.state == "timed-out" else 143)
+        for e in node_events:
             e["_node"] = node.name
             events.append(e)
+        info.exits.append(ex)
+    info.not_joined = [e.node for e in info.exits if not e.joined] if any(e.joined for e in info.exits) else []
     log_rel = f"network/{_safe(label)}.log"
     ctx.raw(log_rel, "".join(prefix_log(n, outputs[n]) for n in outputs))
     info.logs = [log_rel]
-    info.ok = all(rc == 0 for rc in info.rc_by_node.values())
+    info.ok = all(e.state == "ok" for e in info.exits)
     result = LaunchResult(info=info, events=events, outputs=outputs)
     _check_interpreters(ctx, result)
     if not info.ok:
-        failing = next((n for n, rc in info.rc_by_node.items() if rc != 0), "")
-        from clustereval.analysis.rendezvous import last_error_line
-
-        info.error = last_error_line(outputs.get(failing, ""))
-        if any(rc == 124 for rc in info.rc_by_node.values()) and not rendezvous_trouble(outputs):
+        first = min((e for e in info.exits if e.state in ("failed", "unreachable")), key=lambda e: e.seconds,
+                    default=None)
+        info.error = (first.cause if first else "") or last_error_line(outputs.get(names[0], ""))
+        if job.stop_reason == "interrupted":
+            info.diagnosis, info.diagnosis_text = "interrupted", "the run was interrupted (Ctrl-C) and the job stopped"
+        elif job.stop_reason == "timeout" and not rendezvous_trouble(outputs):
             info.diagnosis, info.diagnosis_text = "timeout", f"the job did not finish within {int(timeout_s)} s"
         elif diagnose:
             port_check = None
             bind_error = ""
             if multi and rendezvous_trouble(outputs):
                 port_check, bind_error = check_ports(ctx, nodes[0], nodes[1:], host, port)
-            info.diagnosis, info.diagnosis_text = classify_failure(outputs, probes or [], plan, endpoint,
+            info.diagnosis, info.diagnosis_text = classify_failure(outputs, probes or [], job_plan, endpoint,
                                                                    port_check, bind_error)
+        if info.not_joined and info.diagnosis not in ("interrupted",):
+            info.diagnosis_text = (f"{', '.join(info.not_joined)} did not join the job; "
+                                   + (info.diagnosis_text or info.error or "no cause was printed"))
     return result
+
+
+class _Job:
+    """One torchrun per node, watched together: the first failure, the deadline or ``ctx.stop``
+    stops them all at once."""
+
+    def __init__(self, ctx: RunContext, nodes: list[Node], argvs: dict[str, list[str]], envs: dict) -> None:
+        self.ctx, self.nodes = ctx, nodes
+        self.envs = envs
+        self.lines: dict[str, list[str]] = {n.name: [] for n in nodes}
+        self.exits: dict[str, NodeExit] = {}
+        self.procs: dict = {}
+        self.readers: dict[str, threading.Thread] = {}
+        self.stop_reason = ""
+        self.start = time.monotonic()
+        for node in nodes:
+            env = envs[node.name]
+            if ctx.stop.is_set():  # interrupted before the job started: start nothing
+                self.stop_reason = "interrupted"
+                self.exits[node.name] = NodeExit(node=node.name, state="interrupted",
+                                                 cause="not started: the run was interrupted")
+                continue
+            if isinstance(env, TransportError):
+                self.exits[node.name] = NodeExit(node=node.name, state="unreachable", cause=env.message)
+                continue
+            try:
+                proc = ctx.transport.popen(node, argvs[node.name], env=env)
+            except (TransportError, OSError) as exc:
+                self.exits[node.name] = NodeExit(node=node.name, state="unreachable", cause=str(exc))
+                continue
+            self.procs[node.name] = proc
+            t = threading.Thread(target=self._read, args=(node.name, proc), daemon=True)
+            t.start()
+            self.readers[node.name] = t
+
+    def _read(self, name: str, proc) -> None:  # noqa: ANN001
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines[name].append(line)
+
+    def _elapsed(self) -> float:
+        return round(time.monotonic() - self.start, 2)
+
+    def watch(self, timeout_s: float) -> None:
+        if any(e.state == "unreachable" for e in self.exits.values()) and not self.stop_reason:
+            self.stop_reason = next(f"{e.node} could not be reached" for e in self.exits.values()
+                                    if e.state == "unreachable")
+        while not self.stop_reason and len(self.exits) < len(self.nodes):
+            for name, proc in self.procs.items():
+                if name in self.exits or proc.poll() is None:
+                    continue
+                self._exited(name, proc)
+                if self.exits[name].state != "ok" and not self.stop_reason:
+                    self.stop_reason = f"{name} exited {proc.returncode}"
+            if not self.stop_reason and time.monotonic() - self.start >= timeout_s:
+                self.stop_reason = "timeout"
+            if not self.stop_reason and self.ctx.stop.is_set():
+                self.stop_reason = "interrupted"
+            if not self.stop_reason:
+                time.sleep(0.1)
+        if self.stop_reason:
+            self._stop_all()
+        for t in self.readers.values():
+            t.join(timeout=5)
+
+    def _exited(self, name: str, proc) -> None:  # noqa: ANN001
+        rc = proc.returncode
+        node = next(n for n in self.nodes if n.name == name)
+        ex = NodeExit(node=name, rc=rc, seconds=self._elapsed(), state="ok" if rc == 0 else "failed")
+        error_for = getattr(self.ctx.transport, "error_for", None)
+        if rc != 0 and error_for is not None:
+            self.readers[name].join(timeout=2)  # its last lines say whether ssh itself failed
+            err = error_for(node, rc, "".join(self.lines[name]))
+            if err is not None:
+                ex.state, ex.cause = "unreachable", err.message
+        self.exits[name] = ex
+
+    def _stop_all(self) -> None:
+        state = {"timeout": "timed-out", "interrupted": "interrupted"}.get(self.stop_reason, "stopped")
+        running = [n for n in self.procs if n not in self.exits]
+        for name in running:
+            self.procs[name].terminate()  # ssh: the node's watchdog signals the job's process group
+        deadline = time.monotonic() + 3
+        for name in running:
+            proc = self.procs[name]
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            cause = ("stopped by us: the run was interrupted" if state == "interrupted"
+                     else "stopped by us: the job ran out of time" if state == "timed-out"
+                     else f"stopped by us after {self.stop_reason}")
+            self.exits[name] = NodeExit(node=name, state=state, rc=None, seconds=self._elapsed(), cause=cause)
+
+    def reap(self, port: int) -> bool | None:
+        """Kill every process of the job left on every node; True when the endpoint's port is free."""
+        tags = {n.name: env["CLUSTEREVAL_JOB"] for n in self.nodes
+                if isinstance(env := self.envs[n.name], dict)}
+        first = self.nodes[0].name
+
+        def one(node: Node) -> dict:
+            if node.name not in tags:
+                return {}
+            argv = [self.ctx.eval_python, "-c", REAP_SNIPPET, tags[node.name],
+                    str(port if node.name == first else 0), "15"]
+            try:
+                return last_json(self.ctx.transport.run(node, argv, timeout_s=40).stdout)
+            except TransportError:
+                return {}
+
+        answers = dict(zip([n.name for n in self.nodes], run_parallel(self.nodes, one, self.ctx.transport.fanout),
+                           strict=True))
+        for name, got in answers.items():
+            if name in self.exits:
+                self.exits[name].reaped = int(got.get("found", 0) or 0)
+        free = answers.get(first, {}).get("port_free")
+        return None if free is None else bool(free)
+
+    def outputs(self) -> dict[str, str]:
+        out = {}
+        for node in self.nodes:
+            text = "".join(self.lines[node.name])
+            ex = self.exits[node.name]
+            if ex.state == "unreachable" and not text:
+                text = f"transport error: {ex.cause}\n"
+            out[node.name] = text
+        return out
 
 
 def _check_interpreters(ctx: RunContext, result: LaunchResult) -> None:

@@ -1,4 +1,6 @@
-"""Parse what a torchrun launch printed: worker JSON lines behind ``[<node>:<local rank>]:`` prefixes."""
+"""torchrun on the nodes: the snippets that ask each node the rendezvous questions (and clean up
+after a job), and parsing what a launch printed: worker JSON lines behind ``[<node>:<local rank>]:``
+prefixes. Pure: constants and text in, values out."""
 
 from __future__ import annotations
 
@@ -34,3 +36,181 @@ def prefix_log(node: str, text: str) -> str:
     for line in text.splitlines():
         out.append(line if _PREFIX.match(line) else f"[{node}]: {line}")
     return "\n".join(out) + ("\n" if out else "")
+
+
+# Runs on each node with the eval Python: the runbook's rendezvous probes, as JSON.
+PROBE_SNIPPET = r"""
+import json, os, socket, sys
+host, port, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out = {"hostname": socket.gethostname(), "hostname_addrs": [], "route_addr": "", "matches_endpoint": None,
+       "num_gpus": 0, "error": "", "matches": {}, "routes": {}}
+try:
+    out["hostname_addrs"] = sorted({a[4][0] for a in socket.getaddrinfo(out["hostname"], None,
+                                                                          proto=socket.IPPROTO_TCP)})
+except Exception as exc:
+    out["error"] = "hostname: %s" % exc
+
+def route(addr):
+    try:
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((addr, port))  # no packet is sent: the kernel picks the source address
+        src = s.getsockname()[0]
+        s.close()
+        return src
+    except Exception:
+        return ""
+
+out["route_addr"] = route(host)
+out["routes"] = {p: route(p) for p in peers}
+out["route_ifname"] = ""
+out["env_ifnames"] = {k: os.environ[k] for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if os.environ.get(k)}
+try:
+    import fcntl, struct
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            if socket.inet_ntoa(packed[20:24]) == out["route_addr"]:
+                out["route_ifname"] = name
+                break
+except Exception:
+    pass
+try:
+    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+    out["matches_endpoint"] = bool(_matches_machine_hostname(host))
+    out["matches"] = {p: bool(_matches_machine_hostname(p)) for p in peers}
+except Exception as exc:
+    out["error"] += " torch: %s" % exc
+try:
+    import torch
+    out["num_gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+except Exception:
+    pass
+print(json.dumps(out))
+"""
+
+# The runbook's step 3 (can a worker reach the port?): a listener on the endpoint node, connects elsewhere.
+LISTEN_SNIPPET = r"""
+import socket, sys, time
+port, seconds, want = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("", port))
+except OSError as exc:
+    print("BIND-FAILED %s" % exc)
+    sys.exit(0)
+s.listen(64)
+s.settimeout(0.5)
+print("LISTENING", flush=True)
+end, got = time.time() + seconds, 0
+while time.time() < end and got < want:
+    try:
+        c, _ = s.accept()
+        got += 1
+        c.close()
+    except OSError:
+        pass
+print("ACCEPTED %d" % got)
+"""
+CONNECT_SNIPPET = r"""
+import socket, sys, time
+host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+end = time.time() + seconds
+while True:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        print("OPEN")
+        break
+    except OSError as exc:
+        if time.time() > end:
+            print("CLOSED %s" % exc)
+            break
+        time.sleep(0.3)
+"""
+
+
+
+# Runs on each node: what the peers' hostnames resolve to there (the runbook's "is the advertised
+# master resolvable everywhere?").
+RESOLVE_SNIPPET = r"""
+import json, socket, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        out[name] = sorted({a[4][0] for a in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)})
+    except OSError:
+        out[name] = []
+print(json.dumps(out))
+"""
+
+# Runs on each node after a job was stopped: every process that carries the job's tag in its
+# environment (torchrun, its agent, its workers, whatever session they started) is signalled, then
+# the rendezvous port is checked free. Prints one JSON line.
+REAP_SNIPPET = r"""
+import errno, json, os, signal, socket, sys, time
+tag, port, wait_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+needle = b"\0" + ("CLUSTEREVAL_JOB=%s" % tag).encode() + b"\0"
+me = os.getpid()
+
+def ours():
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as fh:
+                if needle in b"\0" + fh.read() + b"\0":
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
+
+first = ours()
+for sig, pause in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 3.0)):
+    left = ours()
+    if not left:
+        break
+    for pid in left:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    end = time.time() + pause
+    while time.time() < end and ours():
+        time.sleep(0.1)
+
+def held():
+    if port <= 0:
+        return False
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("", port))
+        return False
+    except OSError as exc:
+        return exc.errno == errno.EADDRINUSE
+    finally:
+        s.close()
+
+end = time.time() + wait_s
+busy = held()
+while busy and time.time() < end:
+    time.sleep(0.2)
+    busy = held()
+print(json.dumps({"found": len(first), "left": len(ours()), "port_free": not busy}))
+"""
+
+
+def last_json(text: str) -> dict:
+    """The last line of ``text`` that is a JSON object ({} when none is)."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    return {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
+from clustereval.records.scratch import ScratchMove
 from clustereval.records.snapshot import Signal, SnapshotRecord
 from clustereval.records.storage import MountScan
 
@@ -52,6 +53,7 @@ class NcclDebugRecord(PhaseRecord):
     topology: list[TopologyFact] = field(default_factory=list)
     snapshot: SnapshotRecord | None = None
     evidence_dir: str = ""
+    scratch: list[ScratchMove] = field(default_factory=list)  # what became of the scratch it created
 
 
 @dataclass

@@ -41,6 +41,44 @@ class RendezvousProbe:
     error: str = ""
     matches: dict[str, bool] = field(default_factory=dict)  # node address -> _matches_machine_hostname
     routes: dict[str, str] = field(default_factory=dict)  # node address -> this node's source address to it
+    route_ifname: str = ""  # the interface holding route_addr (eth0, ens5): where gloo and NCCL sockets go
+    env_ifnames: dict[str, str] = field(default_factory=dict)  # GLOO_/NCCL_SOCKET_IFNAME the node's shell sets
+    peer_names: dict[str, list[str]] = field(default_factory=dict)  # peer hostname -> what it resolves to here
+
+
+@dataclass
+class RendezvousPlan:
+    """How every torchrun job of a run meets: what preflight's gloo check proved, reused unchanged.
+
+    For a job on a subset of the nodes (a pair), the endpoint is the subset's first node and
+    ``is_host`` goes there; ``--local_addr`` and the socket interfaces stay per node.
+    """
+
+    nodes: list[str] = field(default_factory=list)  # the nodes it was decided for, endpoint node first
+    endpoint_host: str = ""  # the first node's address (the c10d store)
+    is_host_node: str = ""  # node given --rdzv_conf is_host=1 ("" = let torch decide)
+    local_addrs: dict[str, str] = field(default_factory=dict)  # node -> --local_addr ({} when not needed)
+    socket_ifnames: dict[str, str] = field(default_factory=dict)  # node -> GLOO/NCCL_SOCKET_IFNAME we set
+    ifname_source: dict[str, str] = field(default_factory=dict)  # node -> "route to <endpoint>" | "platform"
+    reasons: list[str] = field(default_factory=list)  # why is_host / --local_addr were added
+    proven: bool = False  # a gloo all-reduce across every node completed with this plan
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.is_host_node or self.local_addrs)
+
+
+@dataclass
+class NodeExit:
+    """How one node's launcher ended, as it was seen (not as the slowest node's timeout)."""
+
+    node: str
+    state: str = ""  # ok | failed | stopped (another node failed) | timed-out | interrupted | unreachable
+    rc: int | None = None  # None: we stopped it
+    seconds: float = 0.0  # from the start of the launch to its exit (or to our stop)
+    cause: str = ""  # the telling line of its output ("" when ok)
+    joined: bool = False  # its workers started (the rendezvous completed for it)
+    reaped: int = 0  # processes of the job still alive on the node after the stop, killed by us
 
 
 @dataclass
@@ -63,6 +101,11 @@ class LaunchInfo:
     error: str = ""  # last meaningful error line of the failing node
     logs: list[str] = field(default_factory=list)  # raw-folder paths of the prefixed logs
     interpreter_problems: list[str] = field(default_factory=list)  # worker ran on another Python/torch
+    socket_ifnames: dict[str, str] = field(default_factory=dict)  # node -> GLOO/NCCL_SOCKET_IFNAME set by us
+    exits: list[NodeExit] = field(default_factory=list)  # per node, in node order
+    stop_reason: str = ""  # why we stopped the job: "<node> exited 1" | "timeout" | "interrupted" | ""
+    not_joined: list[str] = field(default_factory=list)  # nodes whose workers never started
+    port_free: bool | None = None  # the rendezvous port was free on the endpoint node after the job
 
 
 @dataclass
@@ -157,9 +200,10 @@ class PairResult:
     a: str
     b: str
     round: int = 0
-    busbw_gb_s: float | None = None  # None: the pair did not complete
+    busbw_gb_s: float | None = None  # the median sample; None: the pair did not complete
     error: str = ""
-    slow: bool = False  # more than the threshold below the run mean
+    slow: bool = False  # below the healthy pairs' slowest sample less the threshold
+    samples_gb_s: list[float] = field(default_factory=list)  # every timed sample of the pair
 
 
 @dataclass
@@ -169,6 +213,7 @@ class NodeSuspect:
     pairs: int
     share: float  # slow_pairs / pairs
     mean_busbw_gb_s: float = 0.0
+    failed_pairs: int = 0
 
 
 @dataclass
@@ -178,8 +223,18 @@ class PairwiseRecord(PhaseRecord):
     ranks_per_node: int = 0
     num_rounds: int = 0
     pairs: list[PairResult] = field(default_factory=list)
-    mean_busbw_gb_s: float = 0.0
+    mean_busbw_gb_s: float = 0.0  # over the completed pairs' medians (0.0 when none completed)
     threshold_pct: float = 5.0
+    samples_per_pair: int = 1
+    judged: bool = False  # False: too few pairs completed to name a node
+    why_not_judged: str = ""
+    healthy_pairs: int = 0  # pairs without a named node: the reference
+    healthy_samples: int = 0
+    healthy_median_gb_s: float = 0.0
+    healthy_floor_gb_s: float = 0.0  # the slowest healthy sample
+    limit_gb_s: float = 0.0  # a pair whose median is below this is slow
+    not_joined: list[str] = field(default_factory=list)  # nodes that joined no pair's rendezvous
+    rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
     heatmap: str = ""  # raw-folder path of the pair-matrix PNG

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
+from clustereval.records.network import RendezvousPlan, RendezvousProbe
 
 
 @dataclass
@@ -55,6 +56,8 @@ class PreflightRecord(PhaseRecord):
     gpus_by_node: dict[str, int] = field(default_factory=dict)  # node -> GPUs nvidia-smi -L listed
     gpu_source: str = ""  # "cluster.toml" | "hostfile slots" | "nvidia-smi -L" | "" (unknown)
     rendezvous_fixes: list[str] = field(default_factory=list)  # is_host / --local_addr applied, and why
+    rendezvous_plan: RendezvousPlan | None = None  # what the gloo check proved; every torchrun job reuses it
+    rendezvous_probes: list[RendezvousProbe] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
 
 

@@ -203,10 +203,11 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
 def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
     n = len({x for p in pw.pairs for x in (p.a, p.b)})
     return (f"{_tool(view, 'allreduce.py')} again, for the pairwise straggler hunt — every node paired with the "
-            f"others ({len(pw.pairs)} pairs of {n} nodes, {pw.ranks_per_node * 2} ranks per pair), one "
-            f"{iec(pw.payload_bytes)} all-reduce busbw per pair, with disjoint pairs running at the same time in "
-            f"{pw.num_rounds} rounds; a pair more than {pw.threshold_pct:g}% below the mean of all pairs is slow, "
-            "and a node is named when most of its pairs are slow.")
+            f"others ({len(pw.pairs)} pairs of {n} nodes, {pw.ranks_per_node * 2} ranks per pair), "
+            f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec(pw.payload_bytes)} all-reduce busbw per pair, "
+            f"with disjoint pairs running at the same time in {pw.num_rounds} rounds; a node is named only when "
+            f"every sample of its pairs is more than {pw.threshold_pct:g}% below the slowest sample of the pairs "
+            "between the other nodes, so the healthy pairs' own spread sets the bar.")
 
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
@@ -402,35 +403,63 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
     n = len({x for p in pw.pairs for x in (p.a, p.b)})
     doc.heading(3, "Pairwise all-reduce benchmark",
                 note=f"`allreduce.py`, {n} nodes in pairs at {iec(pw.payload_bytes)}, {pw.num_rounds} rounds")
-    slow = [p for p in pw.pairs if p.slow]
-    doc.para(f"Mean busbw over the {len(pw.pairs)} pairs: **{gbps(pw.mean_busbw_gb_s)} GBps**; "
-             f"{len(slow)} pair{'s' if len(slow) != 1 else ''} more than {pw.threshold_pct:g}% below it.")
-    listed = pw.pairs if len(pw.pairs) <= PAIR_TABLE_MAX else slow
+    done = [p for p in pw.pairs if p.busbw_gb_s is not None]
+    failed = [p for p in pw.pairs if p.busbw_gb_s is None]
+    slow = [p for p in done if p.slow]
+    if pw.judged and pw.healthy_samples:
+        doc.para(f"The {plural(pw.healthy_pairs, 'healthy pair')} (none of them with a named node) gave "
+                 f"{pw.healthy_samples} samples with a median of **{gbps(pw.healthy_median_gb_s)} GBps**; the slowest "
+                 f"was {gbps(pw.healthy_floor_gb_s)} GBps, so a pair is slow when even its fastest sample is below "
+                 f"{gbps(pw.limit_gb_s)} GBps ({pw.threshold_pct:g}% under that slowest sample). "
+                 f"{len(slow)} of the {len(done)} completed pair{'s' if len(done) != 1 else ''} "
+                 f"{'was' if len(slow) == 1 else 'were'} slow.")
+    elif done and pw.why_not_judged:
+        doc.para(f"No node was judged: {pw.why_not_judged}, fewer than half, so the slow or missing pairs are a "
+                 "launcher problem rather than a verdict on the nodes.")
+    elif pw.why_not_judged:
+        doc.para(f"No node was judged: {pw.why_not_judged}.")
+    listed = done if len(pw.pairs) <= PAIR_TABLE_MAX else slow
     if listed:
-        rows = [[node_label(view, p.a), node_label(view, p.b), str(p.round),
-                 gbps(p.busbw_gb_s) if p.busbw_gb_s is not None else "did not complete",
-                 f"{(p.busbw_gb_s / pw.mean_busbw_gb_s - 1) * 100:+.1f}" if p.busbw_gb_s and pw.mean_busbw_gb_s else "",
-                 "slow" if p.slow else ""] for p in listed]
-        doc.table(["node", "node", "round", "busbw (GBps)", "vs mean (%)", "flag"], rows, "llrrrl")
-    ranked = [s for s in pw.suspects if s.slow_pairs]
-    if ranked:
-        doc.table(["node", "slow pairs", "pairs", "share of slow pairs"],
-                  [[node_label(view, s.node), str(s.slow_pairs), str(s.pairs), f"{s.share * 100:.0f}%"] for s in ranked],
-                  "lrrr")
+        ref = pw.healthy_median_gb_s
+        headers = ["node", "node", "round", "busbw median (GBps)", "slowest sample (GBps)", "fastest sample (GBps)"]
+        headers += ["vs healthy median (%)"] if ref else []
+        headers += ["verdict"]
+        rows = []
+        for p in listed:
+            assert p.busbw_gb_s is not None
+            samples = p.samples_gb_s or [p.busbw_gb_s]
+            row = [node_label(view, p.a), node_label(view, p.b), str(p.round), gbps(p.busbw_gb_s),
+                   gbps(min(samples)), gbps(max(samples))]
+            row += [f"{(p.busbw_gb_s / ref - 1) * 100:+.1f}"] if ref else []
+            row.append("slow" if p.slow else "within the healthy spread")
+            rows.append(row)
+        doc.table(headers, rows, "llrrrr" + ("r" if ref else "") + "l")
+    if failed:
+        doc.para("Pairs that did not complete (counted neither slow nor fast): "
+                 + "; ".join(f"{node_label(view, p.a)} + {node_label(view, p.b)} ({p.error or 'no result'})"
+                             for p in failed) + ".")
     if pw.stragglers:
-        doc.para("Stragglers (most of their pairs slow): " + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers)
-                 + ".")
-        for s in (pw.stragglers if pw.backend == "nccl" else []):  # gloo on CPU says nothing about the fabric
-            sus = next((x for x in pw.suspects if x.node == s), None)
-            detail = (f"{sus.slow_pairs} of its {sus.pairs} pairs were more than {pw.threshold_pct:g}% below the "
-                      f"pair mean of {gbps(pw.mean_busbw_gb_s)} GBps (its pairs' mean {gbps(sus.mean_busbw_gb_s)} GBps)"
-                      if sus else "its pairs were slow")
-            out.findings.append(Finding("underperforming", "fabric",
-                                        f"`{node_label(view, s)}` — pairwise all-reduce at {iec(pw.payload_bytes)}: "
-                                        f"{detail}"))
+        doc.para("Stragglers (every sample of their pairs below the limit): "
+                 + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers) + ".")
+        how = "NCCL" if pw.backend == "nccl" else "gloo over TCP on CPU"
+        for s in pw.stragglers:
+            mine = [p for p in done if s in (p.a, p.b) and not set((p.a, p.b)) & (set(pw.stragglers) - {s})]
+            fastest = max((x for p in mine for x in (p.samples_gb_s or [p.busbw_gb_s or 0.0])), default=0.0)
+            out.findings.append(Finding(
+                "underperforming", "fabric",
+                f"`{node_label(view, s)}` is a straggler — pairwise all-reduce at {iec(pw.payload_bytes)} ({how}): "
+                f"the fastest of the {sum(len(p.samples_gb_s) or 1 for p in mine)} samples of its "
+                f"{plural(len(mine), 'pair')} reached {gbps(fastest)} GBps, below the limit of {gbps(pw.limit_gb_s)} "
+                f"GBps ({pw.threshold_pct:g}% under the healthy pairs' slowest sample of "
+                f"{gbps(pw.healthy_floor_gb_s)} GBps; their median {gbps(pw.healthy_median_gb_s)} GBps)"))
     elif slow:
-        doc.para("No node has most of its pairs slow, so the slow pairs point at links between those nodes rather "
+        doc.para("No node has all its pairs slow, so the slow pairs point at links between those nodes rather "
                  "than at one node.")
+    if pw.why_not_judged:
+        who = f"; {', '.join(node_label(view, x) for x in pw.not_joined)} joined no pair" if pw.not_joined else ""
+        out.findings.append(Finding("underperforming", "torchrun",
+                                    f"the pairwise hunt named nobody because {pw.why_not_judged}{who}: the pairs' "
+                                    "launches failed, which says nothing about the fabric"))
     if pw.heatmap:
         doc.image("Pairwise all-reduce busbw", f"{view.raw_rel}/{pw.heatmap}")
 
@@ -455,12 +484,21 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
 
 
 def pairwise_lines(pw: PairwiseRecord) -> list[str]:
-    """What `clustereval pairwise` prints: every pair, the mean, the ranked nodes, the stragglers."""
+    """What `clustereval pairwise` prints: every pair, the bar, the ranked nodes, the stragglers."""
     lines = [f"{iec(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
-             f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, mean busbw {gbps(pw.mean_busbw_gb_s)} GBps"]
+             f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, {pw.samples_per_pair} samples per pair"]
+    if pw.judged and pw.healthy_samples:
+        lines.append(f"healthy pairs: median {gbps(pw.healthy_median_gb_s)} GBps, slowest sample "
+                     f"{gbps(pw.healthy_floor_gb_s)} GBps; slow below {gbps(pw.limit_gb_s)} GBps")
+    elif pw.why_not_judged:
+        lines.append(f"not judged: {pw.why_not_judged}")
     for p in sorted(pw.pairs, key=lambda p: (p.busbw_gb_s is None, p.busbw_gb_s or 0.0)):
-        value = f"{gbps(p.busbw_gb_s)} GBps" if p.busbw_gb_s is not None else f"did not complete ({p.error})"
-        lines.append(f"  {p.a} + {p.b}: {value}{'  SLOW' if p.slow else ''}")
+        if p.busbw_gb_s is None:
+            lines.append(f"  {p.a} + {p.b}: failed ({p.error})")
+            continue
+        samples = p.samples_gb_s or [p.busbw_gb_s]
+        lines.append(f"  {p.a} + {p.b}: {gbps(p.busbw_gb_s)} GBps (samples {gbps(min(samples))}–{gbps(max(samples))})"
+                     f"{'  SLOW' if p.slow else ''}")
     for s in pw.suspects:
         if s.slow_pairs:
             lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import abc
-import concurrent.futures
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from clustereval.records import CommandResult
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_FANOUT = 32
@@ -29,6 +30,14 @@ class Node:
     index: int = 0  # 0-based position in the hostfile: the "node<N>" in GPU names
     slots: int | None = None  # GPUs per node from a DeepSpeed-style hostfile
     extra: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Attempt(Generic[R]):
+    """One item of ``run_each``: its value, or the error it raised."""
+
+    value: R | None = None
+    error: BaseException | None = None
 
 
 def shell_join(argv: Iterable[str]) -> str:
@@ -69,14 +78,53 @@ def run_subprocess(node: str, argv: list[str], timeout_s: float, *, stdin: str |
                              seconds=round(time.monotonic() - start, 3))
 
 
-def run_parallel(items: Iterable[T], fn: Callable[[T], CommandResult | object],
-                 max_workers: int = DEFAULT_FANOUT) -> list:
-    """Apply ``fn`` to every item with bounded parallelism, results in input order."""
+def run_each(items: Iterable[T], fn: Callable[[T], R], max_workers: int = DEFAULT_FANOUT) -> list[Attempt[R]]:
+    """Apply ``fn`` to every item with bounded parallelism; every item's value or error, in input order.
+
+    One item raising never cancels or discards the others: each ends with its own ``Attempt``.
+    The workers are daemon threads and the caller waits in short slices, so a second Ctrl-C reaches
+    the main thread at once instead of waiting for every remote command to end."""
     items = list(items)
+    attempts: list[Attempt[R]] = [Attempt() for _ in items]
     if not items:
         return []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
-        return list(pool.map(fn, items))
+    order = iter(range(len(items)))
+    lock = threading.Lock()
+    left = [len(items)]
+    all_done = threading.Event()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(order, None)
+            if i is None:
+                return
+            try:
+                attempts[i].value = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 - kept per item, re-raised by the caller's choice
+                attempts[i].error = exc
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    all_done.set()
+
+    for _ in range(max(1, min(max_workers, len(items)))):
+        threading.Thread(target=worker, name="run-each", daemon=True).start()
+    while not all_done.wait(0.25):
+        pass
+    return attempts
+
+
+def run_parallel(items: Iterable[T], fn: Callable[[T], R], max_workers: int = DEFAULT_FANOUT) -> list[R]:
+    """Apply ``fn`` to every item with bounded parallelism, results in input order.
+
+    Every item runs to its end; then the first error (in input order) is raised. Callers that must
+    keep the other items' results when one fails use ``run_each`` (or ``phases.pernode``)."""
+    attempts = run_each(items, fn, max_workers)
+    for a in attempts:
+        if a.error is not None:
+            raise a.error
+    return [a.value for a in attempts]  # type: ignore[misc]
 
 
 class Transport(abc.ABC):

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from clustereval.config import SshConfig
-from clustereval.errors import CommandTimeout, TransportError
+from clustereval.errors import CommandTimeout, ConnectionLost, TransportError
 from clustereval.records import CommandResult
 from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_prefix, shell_join
 
@@ -128,6 +128,23 @@ _SSH_FAILURES: list[tuple[str, str, str, str, bool]] = [
 ]
 
 
+# ssh's own words when an established connection drops. With LogLevel=ERROR only the remote close
+# prints; the keepalive verdict ("Timeout, server ... not responding") is logged at INFO and hidden,
+# so a connection lost to silence leaves ssh exiting 255 with an empty stderr.
+_LOST = re.compile(r"closed by remote host|Timeout, server .* not responding|"
+                   r"client_loop: send disconnect|Connection to \S+ closed")
+PROBE_TIMEOUT_S = 20.0  # the reachability check that tells a dropped connection from a command exiting 255
+
+
+def _what(argv: list[str]) -> str:
+    """The command as a Gap can name it; '' for a shell script (the caller names that better)."""
+    if len(argv) >= 2 and argv[0] in ("sh", "bash") and argv[1] == "-c":
+        return ""
+    words = [a for a in argv if not a.startswith("-")][:3]
+    text = " ".join(words)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _ssh_lines(stderr: str) -> list[str]:
     return [ln.strip() for ln in stderr.splitlines() if ln.strip()]
 
@@ -177,13 +194,20 @@ class SshTransport(Transport):
     def where(self, node: Node) -> str:
         return f"{node.name} ({node.address}:{self.port_of(node)})"
 
-    def error_for(self, node: Node, rc: int, stderr: str) -> TransportError | None:
+    def error_for(self, node: Node, rc: int, stderr: str, *, seconds: float | None = None,
+                  during: str = "") -> TransportError | None:
         """A ``TransportError`` when ``rc``/``stderr`` are ssh's own failure; None when the remote
-        command ran (whatever its exit code)."""
+        command ran (whatever its exit code).
+
+        ``seconds``: how long the command had run. Given, an exit 255 with an empty stderr is told
+        apart from a remote command that exited 255 by one fresh ``ssh NODE true``: when that fails
+        too, the connection was lost (``connection-lost``)."""
         if rc != SSH_FAILED:
             return None
         lines = _ssh_lines(stderr)
         text = "\n".join(lines)
+        if _LOST.search(text) or (not lines and seconds is not None and not self._answers(node)):
+            return self._lost(node, seconds or 0.0, during)
         fields = {"node": node.name, "address": node.address, "port": self.port_of(node),
                   "timeout": self.cfg.connect_timeout_s}
         for pattern, error_id, message, hint, transient in _SSH_FAILURES:
@@ -197,8 +221,24 @@ class SshTransport(Transport):
                                   error_id="ssh-failed", where=self.where(node))
         return None  # the remote command itself exited 255
 
+    def _answers(self, node: Node) -> bool:
+        """Whether a fresh connection to ``node`` runs ``true`` now."""
+        try:
+            proc = subprocess.run(self.ssh_argv(node, "true"), stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return proc.returncode == 0
+
+    def _lost(self, node: Node, seconds: float, during: str) -> ConnectionLost:
+        what = f" during `{during}`" if during else ""
+        return ConnectionLost(node.name, f"the connection was lost after {seconds:.0f} s{what}",
+                              f"{node.name} stopped answering (rebooted, lost its network, or access was revoked); "
+                              f"check it with `ssh {node.address} true`, then `clustereval run --resume RUN_DIR`",
+                              where=self.where(node), after_s=seconds, during=during)
+
     def _raise_for(self, node: Node, result: CommandResult) -> CommandResult:
-        err = self.error_for(node, result.rc, result.stderr)
+        err = self.error_for(node, result.rc, result.stderr, seconds=result.seconds, during=_what(result.argv))
         if err is not None:
             raise err
         return result

@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph-calls", type=int, default=50)
     ap.add_argument("--headroom-bytes", type=int, default=2 * GIB)
     ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--samples", type=int, default=1,
+                    help="time each payload this many times (one row each): the spread of a pair's samples "
+                         "is its own noise")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -291,20 +294,21 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             if mode == "eager" and not (use_graph and graphs_ok):
                 continue  # identical to back-to-back where no graph is used
-            if mode in ("back-to-back", "eager"):
-                graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
-                slowest, count, method = time_back_to_back(
-                    t, timer, warmup=args.warmup, iters=args.iters, min_time_s=args.min_time_s,
-                    max_iters=args.max_iters, graph_calls=graph_calls)
-            else:
-                sec, count = time_blocking(t, timer, warmup=args.warmup, iters=args.iters)
-                method = "barrier+sync"
-                slowest = _slowest(sec, device)
-            if rank == 0:
-                algbw = size / slowest / 1e9
-                emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,
-                     busbw_gb_s=algbw * busbw_factor(n), iterations=count, method=method,
-                     check_ok=ok, world_size=n)
+            for sample in range(max(1, args.samples)):
+                if mode in ("back-to-back", "eager"):
+                    graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
+                    slowest, count, method = time_back_to_back(
+                        t, timer, warmup=args.warmup, iters=args.iters, min_time_s=args.min_time_s,
+                        max_iters=args.max_iters, graph_calls=graph_calls)
+                else:
+                    sec, count = time_blocking(t, timer, warmup=args.warmup, iters=args.iters)
+                    method = "barrier+sync"
+                    slowest = _slowest(sec, device)
+                if rank == 0:
+                    algbw = size / slowest / 1e9
+                    emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,
+                         busbw_gb_s=algbw * busbw_factor(n), iterations=count, method=method,
+                         check_ok=ok, world_size=n, sample=sample)
         del t
         if device.type == "cuda":
             torch.cuda.empty_cache()

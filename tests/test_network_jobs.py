@@ -1,0 +1,113 @@
+"""A collective is one job: on the 3-node namespace bed over SSH, a node whose launcher fails stops
+every other node at once, Ctrl-C (``ctx.stop``) stops them all within seconds, and afterwards no
+torchrun or worker process of the job is left on any node and the rendezvous port is free."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+from clustereval.config import Config
+from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.torchrun import launch
+from clustereval.store import RunState, RunStore
+
+
+def _ctx(tmp_path, cluster) -> RunContext:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes), ssh=cluster.ssh_settings(),
+                    local_scratch=str(cluster.scratch_dir), rdzv_port=port, cpu_ranks_per_node=1,
+                    eval_python=sys.executable)
+    return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
+                      profile=Profile(name="smoke"), eval_python=sys.executable)
+
+
+def job_processes(run_id: str) -> list[str]:
+    """Every process of the job on this machine (the bed's nodes share its process table): torchrun by
+    its --rdzv_id, the workers by the TORCHELASTIC_RUN_ID torchrun gives them."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if run_id in cmd or f"TORCHELASTIC_RUN_ID={run_id}".encode() in env:
+            found.append(f"{pid}: {cmd[:120]}")
+    return found
+
+
+def listening(cluster, index: int, port: int) -> bool:
+    out = cluster.exec(index, ["ss", "-Htln", f"sport = :{port}"]).stdout
+    return bool(out.strip())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_failed_node_stops_the_job_everywhere_and_leaves_nothing(tmp_path, cluster3):
+    ctx = _ctx(tmp_path, cluster3)
+    port = ctx.config.rdzv_port
+    # node1 cannot reach node0 (a missing firewall rule seen from node1): its agent fails, the others wait
+    blocked = cluster3.exec(1, ["ip", "route", "add", "prohibit", f"{cluster3.nodes[0].address}/32"])
+    assert blocked.returncode == 0, blocked.stderr
+    res = launch(ctx, label="fails", module="connectivity", args=["--backend", "gloo"], nodes=ctx.nodes, nproc=1,
+                 port=port, timeout_s=600, rdzv_timeout_s=20, diagnose=False)
+    info = res.info
+    by_node = {e.node: e for e in info.exits}
+    n0, n1, n2 = (n.name for n in cluster3.nodes)
+    assert not info.ok and info.stop_reason.startswith(f"{n1} exited "), info.stop_reason
+    assert by_node[n1].state == "failed" and by_node[n1].rc not in (0, None) and by_node[n1].cause
+    # the others were stopped by us right after node1 exited, not left to the 600 s timeout
+    for other in (n0, n2):
+        assert by_node[other].state == "stopped" and by_node[other].rc is None
+        assert by_node[other].cause == f"stopped by us after {info.stop_reason}"
+        assert by_node[other].seconds - by_node[n1].seconds < 30
+    assert info.seconds < 300
+    assert job_processes(f"fails-{ctx.store.run_id}") == []
+    assert info.port_free is True and not listening(cluster3, 0, port)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_stop_kills_the_running_job_on_every_node_within_seconds(tmp_path, cluster3):
+    ctx = _ctx(tmp_path, cluster3)
+    port = ctx.config.rdzv_port
+    run_id = f"long-{ctx.store.run_id}"
+    # a sweep that would run for many minutes: thousands of samples of a small payload
+    args = ["--backend", "gloo", "--min-bytes", "65536", "--max-bytes", "65536", "--modes", "back-to-back",
+            "--samples", "100000"]
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("res", launch(
+        ctx, label="long", module="allreduce", args=args, nodes=ctx.nodes, nproc=1, port=port, timeout_s=600)))
+    t.start()
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and len([p for p in job_processes(run_id) if "clustereval.workers" in p]) < 3:
+        time.sleep(1)  # every node's worker is running: the collective is under way
+    workers = [p for p in job_processes(run_id) if "clustereval.workers" in p]
+    assert len(workers) >= 3, job_processes(run_id)
+    time.sleep(3)
+    stopped_at = time.monotonic()
+    ctx.stop.set()
+    t.join(120)
+    assert not t.is_alive()
+    took = time.monotonic() - stopped_at
+    info = box["res"].info
+    assert took < 60, took
+    assert info.stop_reason == "interrupted" and info.diagnosis == "interrupted"
+    assert {e.state for e in info.exits} == {"interrupted"}
+    assert all(e.joined for e in info.exits)
+    assert job_processes(run_id) == []
+    assert info.port_free is True and not listening(cluster3, 0, port)

@@ -1,0 +1,78 @@
+"""One rendezvous plan for every torchrun job, on the 4-node namespace bed over SSH, in three
+name-resolution modes: preflight's gloo check proves the plan and records it, and connectivity, the
+inter-node sweep and pairwise use it unchanged (tiny payloads: this checks the launch, not speed)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+
+from clustereval.config import load_config
+from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.network import AllreducePhase, ConnectivityPhase
+from clustereval.phases.pairwise import run_pairwise
+from clustereval.phases.preflight import PreflightPhase
+from clustereval.store import RunState, RunStore
+
+TINY = Profile(name="smoke", allreduce_max_bytes=64 * 1024)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def context(tmp_path, cluster) -> RunContext:
+    path = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=free_port(), cpu_ranks_per_node=1,
+                                reports_dir=str(tmp_path / "reports"))
+    config = load_config(path)
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
+                      profile=TINY, eval_python=sys.executable)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("mode", ["loopback-ip-peers", "own-address-ip-peers", "all"])
+def test_every_job_uses_the_plan_preflight_proved(tmp_path, netns_cluster, mode):
+    cluster = netns_cluster(4)
+    cluster.set_name_resolution(mode)
+    ctx = context(tmp_path, cluster)
+    names = [n.name for n in cluster.nodes]
+    addresses = {n.name: n.address for n in cluster.nodes}
+
+    pre = PreflightPhase().run(ctx)
+    gloo = [p for p in pre.probes if p.kind == "gloo"]
+    assert pre.passed and [p.ok for p in gloo] == [True] * 4, ([(p.kind, p.node, p.detail) for p in pre.probes if not p.ok], [g.text for g in pre.gaps])
+    plan = pre.rendezvous_plan
+    assert plan is not None and plan.proven and plan.nodes == names
+    assert plan.socket_ifnames == {n: "eth0" for n in names}
+    if mode == "all":
+        assert not plan.needed and plan.reasons == []
+    else:
+        # peers cannot resolve the hostnames (and in loopback mode no node hosts the store by itself)
+        assert plan.is_host_node == names[0] and plan.local_addrs == addresses
+        assert any(("127.0.1.1" if mode == "loopback-ip-peers" else "cannot resolve the hostname") in r
+                   for r in plan.reasons), plan.reasons
+    ctx.records["preflight"] = pre
+
+    conn = ConnectivityPhase().run(ctx)
+    assert conn.status == "ok" and conn.allreduce_ok, conn.gaps
+    assert [r.host for r in conn.ranks] == names
+    assert (conn.launch.is_host_node, conn.launch.local_addrs, conn.launch.socket_ifnames) == (
+        plan.is_host_node, plan.local_addrs, plan.socket_ifnames)
+    ctx.records["connectivity"] = conn
+
+    ar = AllreducePhase().run(ctx)
+    assert ar.status == "ok", ar.gaps
+    assert ar.inter is not None and ar.inter.ok and ar.inter.num_ranks == 4
+    assert (ar.inter.launch.local_addrs, ar.inter.launch.socket_ifnames) == (plan.local_addrs, plan.socket_ifnames)
+
+    pw = run_pairwise(ctx, payload_bytes=64 * 1024, samples=2)
+    assert pw.rendezvous == plan
+    assert len(pw.pairs) == 6 and all(p.busbw_gb_s is not None and len(p.samples_gb_s) == 2 for p in pw.pairs), [
+        (p.a, p.b, p.error) for p in pw.pairs]
