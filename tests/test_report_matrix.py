@@ -285,29 +285,14 @@ def rendered(tmp_path_factory) -> dict[str, tuple[str, dict, str]]:
     return out
 
 
-# The pairwise table leaves the flag column empty for pairs that are not slow (issue 20: its table
-# is another change's); every set with a pairwise round fails lint on that alone.
-PAIRWISE_TABLE = pytest.mark.xfail(strict=True, reason="the pairwise table renders empty cells (issue 20)")
-LINT_CASES = [pytest.param(n, marks=PAIRWISE_TABLE) if n in ("2 nodes", "4 nodes", "lost node mid-phase",
-                                                            "failed pairwise", "partly failed pairwise") else n
-              for n in MATRIX]
-
-
-@pytest.mark.parametrize("name", LINT_CASES)
+@pytest.mark.parametrize("name", list(MATRIX))
 def test_record_set_renders_lint_clean_through_the_cli(rendered, name):
     md, _, path = rendered[name]
     res = run_cli("lint", path, timeout=120)
     assert res.returncode == 0, (name, res.stdout[-3000:], res.stderr[-2000:])
 
 
-# The pairwise paragraph (its table and straggler judgement are another change's) still takes the
-# mean over every pair, failed ones included: "Mean busbw over the 6 pairs: **0.00 GBps**".
-PAIRWISE_MEAN = pytest.mark.xfail(strict=True, reason="the pairwise mean counts failed pairs (issue 20, item 7)")
-SENTENCE_CASES = [pytest.param(n, marks=PAIRWISE_MEAN) if n in ("failed pairwise", "partly failed pairwise") else n
-                  for n in MATRIX]
-
-
-@pytest.mark.parametrize("name", SENTENCE_CASES)
+@pytest.mark.parametrize("name", list(MATRIX))
 def test_every_sentence_matches_the_records(rendered, name):
     md, records, _ = rendered[name]
     assert problems(md, records) == []
