@@ -119,6 +119,7 @@ class Config:
     scratch_user: str = field(default_factory=lambda: _user())  # <mount>/<user>/cluster-eval-…
     scratch_root: str | None = None  # overrides <mount>/<user> when set
     eval_python: str | None = None  # interpreter on the nodes; None: build an isolated venv
+    fallback_python: str | None = None  # interpreter with torch, used only when no index gives a venv torch
     torch_index: str = "https://download.pytorch.org/whl"  # PyTorch wheel index base (or a mirror): <base>/cu130
     install_packages: bool = True  # install missing host packages (fio, infiniband-diags, ...)
     nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL_* overrides the operator asks for

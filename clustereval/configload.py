@@ -47,8 +47,8 @@ except ModuleNotFoundError:  # Python 3.10
 STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-read", "1GiB-write")
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
-            "scratch_user", "scratch_root", "eval_python", "torch_index", "install_packages", "rdzv_port",
-            "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
+            "scratch_user", "scratch_root", "eval_python", "fallback_python", "torch_index", "install_packages",
+            "rdzv_port", "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
@@ -251,6 +251,13 @@ class _Loader:
             else:
                 self.problem(("eval_python",), f"eval_python {python!r} contains {_bad_chars(python)}, which a "
                              "shell would interpret", "an interpreter path such as /opt/venv/bin/python")
+        fallback = self.get(data, "fallback_python", str)
+        if fallback is not None:
+            if _COMMAND_RE.match(fallback):
+                kw["fallback_python"] = fallback
+            else:
+                self.problem(("fallback_python",), f"fallback_python {fallback!r} contains {_bad_chars(fallback)}, "
+                             "which a shell would interpret", "an interpreter path such as /opt/torch/bin/python")
         index = self.get(data, "torch_index", str)
         if index is not None:
             if re.match(r"^https?://[^\s'\"`$;|&<>()]+$", index):

@@ -159,3 +159,11 @@ def test_numbers_with_units_pass(sentence):
 def test_bare_numbers_are_flagged(sentence):
     text = BASE.replace("Pass on every plugin and every GPU of `blah-176`.", sentence)
     assert "number-unit" in {p.rule for p in lint_text(text)}
+
+
+def test_environment_has_the_five_tables_and_no_gaps():
+    gaps = BASE.replace("\n### Software\n", "\n### Gaps\n\n- `ibstat` is missing on node0.\n\n### Software\n", 1)
+    assert any("`### Gaps` under Environment" in p.message for p in lint_text(gaps) if p.rule == "environment")
+    no_fabric = BASE.replace("\n### Fabric\n", "\n", 1)
+    assert any("lacks the Fabric table" in p.message for p in lint_text(no_fabric) if p.rule == "environment")
+    assert not [p for p in lint_text(BASE) if p.rule == "environment"]

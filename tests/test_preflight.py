@@ -121,7 +121,7 @@ def test_one_node_local_preflight_is_fast_and_round_trips(tmp_path):
     t0 = time.monotonic()
     rec = PreflightPhase().run(ctx)
     assert time.monotonic() - t0 < 10
-    assert rec.passed and rec.status == "ok" and [p.kind for p in rec.probes] == ["exec"]
+    assert rec.passed and rec.status == "ok" and [p.kind for p in rec.probes] == ["exec", "torch"]
     assert rec.final_env.get("NCCL_NVLS_ENABLE") and ctx.nccl_env == rec.final_env
     assert loads(PreflightRecord, dumps(rec)) == rec
 

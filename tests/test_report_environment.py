@@ -62,7 +62,8 @@ def test_saturated_clock_comes_from_the_compute_record_when_present():
 def test_newest_torch_note_only_when_the_eval_python_verified_it():
     rec = h200_record(1)
     plain = render({"environment": rec, "evalpython": EvalPythonRecord(torch="2.11.0+cu130", verified_newest=False)})
-    assert "| torch | 2.11.0+cu130 |" in plain
+    # the table says it could not be verified, and the reason is in the Gaps of the section it affects
+    assert "| torch | 2.11.0+cu130 (not verified as the newest release, see Gaps) |" in plain
     noted = render({"environment": rec, "evalpython": EvalPythonRecord(torch="2.11.0+cu130", verified_newest=True)})
     assert "| torch | 2.11.0+cu130 (the newest release on the PyTorch wheel index at eval time) |" in noted
 
@@ -96,7 +97,7 @@ def test_fabric_filesystems_and_unknown_gpu():
         g.name = "NVIDIA X900"
     md = render({"environment": rec})
     assert lint_text(md) == [], [str(p) for p in lint_text(md)]
-    assert ("| Inter-node adapters (inventory) | 2× ConnectX-7 NDR InfiniBand (`mlx5_0` … `mlx5_1`), 400 Gb/s each: "
+    assert ("| Network adapters (inventory) | 2× ConnectX-7 NDR InfiniBand (`mlx5_0` … `mlx5_1`), 400 Gb/s each: "
             "800 Gb/s per node; one adapter per GPU") in md
     assert "| Local | `/` 252 GiB, ext4 on md127 RAID0 (8× 3.5 TiB NVMe) |" in md
     assert "| Shared network FS | Lustre `/code` 2.3 TiB, `10.4.138.63@tcp:/xmym3bev` |" in md
@@ -121,9 +122,13 @@ def test_cpu_only_node_title_and_gaps():
     assert lint_text(md) == [], [str(p) for p in lint_text(md)]
     assert md.splitlines()[0] == "# Cluster eval: 1 node without GPUs"
     assert "- Nodes / GPUs: 1 node (`cpu1`), no GPU visible (no NVIDIA driver found)" in md
-    assert "### GPU" not in md and "### Fabric" not in md
-    assert "### Gaps\n\n- The block device list of `cpu1` could not be read." in md
-    assert "host, mounts, software (inventory, not a benchmark)" in md
+    # the five tables always, and no Gaps under Environment: an inventory problem is said in the
+    # section it affects (none rendered here, so the close-out alone carries it)
+    assert "### GPU\n\n| GPU | value |\n| --- | --- |\n| GPU name × count per node | no GPU visible (no NVIDIA driver found) |" in md
+    assert "| Intra-node | no GPU on the node, so no GPU interconnect |" in md
+    assert "| Network adapters (inventory) | no RDMA adapter found in `/sys/class/infiniband` |" in md
+    assert "### Gaps" not in md
+    assert "host, GPU, fabric, mounts, software (inventory, not a benchmark)" in md
 
 
 def test_golden_head():

@@ -187,7 +187,7 @@ def test_concurrent_write_only_with_two_or_more_nodes():
     md, _ = section(rec)
     assert "### Concurrent write shared fs benchmark" in md and "| aggregate | 2.70 | 758.5 |" in md
     assert "| node | time (s) | write rate (MiBps) |" in md
-    assert "(https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html) on `/code`: each of the 2 nodes " \
+    assert "(https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html) — concurrent write on `/code`: each of the 2 nodes " \
            "writes one 1 GiB file" in md
     toc = render_report(view(rec)).markdown
     assert "[Concurrent write shared fs benchmark](#concurrent-write-shared-fs-benchmark) — 2-node 1 GiB `O_DIRECT` `dd`" in toc

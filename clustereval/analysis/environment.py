@@ -112,3 +112,24 @@ def findings(rec: EnvironmentRecord, *, ask_unknown_gpus: bool = True) -> list[F
                            "exact board: dense BF16 and FP8 TFLOPS, memory capacity and bandwidth, power limit, "
                            "and the GPU-to-GPU link bandwidth per direction."))
     return out
+
+
+def torch_provenance(ev: object) -> str:
+    """Where the eval Python's torch came from and whether it was the newest release there, for the
+    Software table (an ``EvalPythonRecord``; never a path)."""
+    source = getattr(ev, "source", "") or getattr(ev, "mode", "")
+    tag = getattr(ev, "index_tag", "")
+    newest = getattr(ev, "newest_on_index", "")
+    if source == "default-index":
+        where = "the index pip on the nodes is configured with"
+    else:
+        where = "the PyTorch wheel index" + (f" for `{tag}`" if tag else "")
+    if getattr(ev, "verified_newest", False):
+        return f"the newest release on {where} at eval time"
+    if source in ("pytorch-index", "default-index", "venv") and newest:
+        return f"installed from {where}; the newest release there at eval time was {newest}, see Gaps"
+    who = {"configured": "the interpreter `eval_python` in cluster.toml names",
+           "fallback-python": "the interpreter `fallback_python` in cluster.toml names",
+           "fallback": "the interpreter `fallback_python` in cluster.toml names",
+           "node-python": "the node's own `python3`"}.get(source, "")
+    return (f"from {who}; " if who else "") + "not verified as the newest release, see Gaps"

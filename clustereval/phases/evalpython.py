@@ -1,9 +1,18 @@
 """The eval Python: an isolated venv on the newest released torch, never the node's own Python.
 
-The venv goes on the shared FS when there is one (every node sees it), else on each node's
-local scratch. The PyTorch index is the highest ``cuNNN`` the driver supports, falling back
-downwards. With no route to the index, or an interpreter named in cluster.toml, that interpreter
-is used and a Gap says its torch could not be verified as the newest.
+The interpreter is found or built in this order, each step tried only when the one before it
+could not give torch, and the record says which step won and why the earlier ones did not:
+
+1. a venv from the PyTorch wheel index for the driver's CUDA (``cuNNN``, highest the driver
+   supports first; ``cpu`` on a node without a GPU);
+2. a venv from the index pip on the node is configured with (a PyPI mirror is what many sites
+   have);
+3. the interpreter ``fallback_python`` names in cluster.toml;
+4. the node's own ``python3``, with a Gap.
+
+``eval_python`` in cluster.toml skips the chain: that interpreter is used as it is. The venv goes
+on the shared FS when there is one (every node sees it), else on each node's local scratch.
+The report never shows an interpreter or venv path: they stay in the raw record.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from clustereval.errors import ScratchError
+from clustereval.errors import ClusterEvalError, ScratchError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import node_scratch
@@ -22,9 +31,13 @@ from clustereval.transport.base import Node
 
 # PyTorch's CUDA wheel indexes, newest first; a driver supports every one up to its own CUDA version.
 CUDA_TAGS = ("cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118")
+PIP_QUIET = ["--timeout", "15", "--disable-pip-version-check"]
 # --isolated: ask exactly the index named, not whatever find-links or mirrors the node's pip config adds
-PIP_NET = ["--isolated", "--timeout", "15", "--retries", "0", "--disable-pip-version-check"]
+PIP_NET = ["--isolated", "--retries", "0", *PIP_QUIET]
+# the second step wants exactly that config: the node's own index, mirrors and find-links
+PIP_DEFAULT = ["--retries", "1", *PIP_QUIET]
 EXTRA_PACKAGES = ("numpy", "nvidia-ml-py", "matplotlib")
+PLAN_RUN_AGAIN = "then run `clustereval run` again"
 
 _VERSION_SNIPPET = ("import json, sys, platform\n"
                     "out = {'executable': sys.executable, 'python': platform.python_version()}\n"
@@ -55,6 +68,27 @@ def parse_index_versions(text: str) -> str:
     return m.group(1) if m else ""
 
 
+def parse_available_versions(text: str) -> list[str]:
+    """Every version `pip index versions torch` listed, newest first as pip prints them."""
+    m = re.search(r"^Available versions:\s*(.+)$", text, re.MULTILINE)
+    return [v.strip() for v in m.group(1).split(",") if v.strip()] if m else []
+
+
+def pick_default_index_version(listed: list[str], tag: str) -> str:
+    """The build to ask pip's configured index for: on a node without a GPU the newest ``+cpu`` build
+    when the index has one (the plain Linux wheel carries gigabytes of CUDA libraries), else the newest."""
+    if tag == "cpu":
+        cpu = [v for v in listed if v.endswith("+cpu")]
+        if cpu:
+            return cpu[0]
+    plain = [v for v in listed if not v.endswith("+cpu")]
+    return (plain or listed or [""])[0]
+
+
+def base_version(version: str) -> str:
+    return version.split("+")[0]
+
+
 def parse_versions(text: str) -> dict:
     for line in reversed(text.strip().splitlines()):
         try:
@@ -72,28 +106,126 @@ class EvalPythonPhase:
         return True
 
     def restore(self, ctx: RunContext, record: EvalPythonRecord) -> None:
-        if record.interpreter:
-            ctx.eval_python = record.interpreter
+        """Use the recorded interpreter; on a resumed run whose venv went to trash with the scratch,
+        find or build it again (the record is updated in place and saved)."""
+        if not record.interpreter:
+            return
+        if record.mode == "venv" and ctx.nodes and not self._still_there(ctx, record.interpreter):
+            fresh = self.run(ctx)
+            record.__dict__.update(fresh.__dict__)
+            ctx.store.save_record(self.name, record)
+        ctx.eval_python = record.interpreter
+
+    def _still_there(self, ctx: RunContext, python: str) -> bool:
+        try:
+            res = ctx.transport.run(ctx.nodes[0], [python, "-c", "import torch"], timeout_s=120)
+        except ClusterEvalError:
+            return True  # the node is gone: the phases that need it say so themselves
+        return res.ok
 
     def run(self, ctx: RunContext) -> EvalPythonRecord:
         rec = EvalPythonRecord()
         if ctx.config.eval_python:
-            rec.mode = "configured"
+            rec.mode, rec.source = "configured", "configured"
             self._adopt(ctx, rec, ctx.config.eval_python)
-            rec.gaps.append(Gap(phase=self.name,
-                                text=f"cluster.toml names the interpreter the benchmarks ran with (torch {rec.torch or 'unknown'}), "
-                                     "so torch could not be verified as the newest release.",
-                                plan="remove `eval_python` from cluster.toml to let clustereval build a venv on the newest "
-                                     "torch, or accept as-is"))
+            if rec.status != "failed":
+                rec.gaps.append(Gap(phase=self.name,
+                    text=f"cluster.toml names the interpreter the benchmarks ran with (torch {rec.torch or 'unknown'}), "
+                         "so torch could not be verified as the newest release.",
+                    plan="remove `eval_python` from cluster.toml to let clustereval install the newest torch, or "
+                         "accept as-is"))
         else:
-            self._build_venv(ctx, rec)
+            self._chain(ctx, rec)
         self.restore(ctx, rec)
         return rec
 
-    # -- the configured or node interpreter -------------------------------------------------
-    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str) -> None:
+    # -- the chain -------------------------------------------------------------------------
+    def _chain(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
+        first = ctx.nodes[0]
+        smi = ctx.transport.run(first, ["sh", "-c", "nvidia-smi 2>/dev/null | sed -n -E "
+                                        "'s/.*CUDA Version: ([0-9]+[.][0-9]+).*/\\1/p'"], timeout_s=30)
+        tags = cuda_tags_for(smi.stdout.strip())
+        rec.index_tag = tags[0]
+        if self._from_pytorch_index(ctx, rec, tags):
+            return
+        if self._from_default_index(ctx, rec, tags[0]):
+            return
+        if ctx.config.fallback_python and self._from_fallback(ctx, rec, ctx.config.fallback_python):
+            return
+        self._node_python(ctx, rec)
+
+    def _from_pytorch_index(self, ctx: RunContext, rec: EvalPythonRecord, tags: list[str]) -> bool:
+        first = ctx.nodes[0]
+        ctx.progress(self.name, first.name, f"looking up the newest torch on the PyTorch index ({', '.join(tags)})", None)
+        # Ask the index before building anything: with no route to it there is nothing to build.
+        for tag in tags:
+            url = f"{ctx.config.torch_index.rstrip('/')}/{tag}"
+            res = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch",
+                                            "--index-url", url, *PIP_NET], timeout_s=90)
+            latest = parse_index_versions(res.stdout)
+            if latest:
+                rec.index_url, rec.newest_on_index, rec.index_tag, rec.index_kind = url, latest, tag, "pytorch"
+                pip_args = ["--index-url", url, "--extra-index-url", "https://pypi.org/simple", *PIP_NET]
+                if self._build_venv(ctx, rec, pip_args, [f"torch=={latest}"]):
+                    rec.source = "pytorch-index"
+                    return True
+                return False
+            rec.tried.append(f"PyTorch index {tag}: " + _last(res.stderr or res.stdout))
+        return False
+
+    def _from_default_index(self, ctx: RunContext, rec: EvalPythonRecord, tag: str) -> bool:
+        first = ctx.nodes[0]
+        ctx.progress(self.name, first.name, "looking up torch on the index pip is configured with", None)
+        res = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch", *PIP_DEFAULT],
+                                timeout_s=120)
+        listed = parse_available_versions(res.stdout)
+        latest = parse_index_versions(res.stdout) or (listed[0] if listed else "")
+        if not latest:
+            rec.tried.append("pip's configured index: " + _last(res.stderr or res.stdout))
+            return False
+        want = pick_default_index_version(listed, tag) or latest
+        rec.index_url, rec.newest_on_index, rec.index_kind = "", latest, "default"
+        # the exact build first; if pip's own constraints refuse it, whatever torch pip will give
+        for spec in ([f"torch=={want}"], ["torch"]):
+            if self._build_venv(ctx, rec, PIP_DEFAULT, spec):
+                rec.source = "default-index"
+                return True
+        return False
+
+    def _from_fallback(self, ctx: RunContext, rec: EvalPythonRecord, python: str) -> bool:
+        probe = EvalPythonRecord()
+        self._adopt(ctx, probe, python)
+        if probe.status == "failed":
+            rec.tried.append("fallback_python: " + "; ".join(g.text for g in probe.gaps))
+            return False
+        probe.source, probe.mode, probe.tried, probe.index_tag = "fallback-python", "fallback", rec.tried, rec.index_tag
+        probe.gaps.append(Gap(phase=self.name,
+                              text=f"Neither the PyTorch wheel index nor the index pip is configured with gave torch to "
+                                   f"the nodes, so the benchmarks ran with the interpreter `fallback_python` in "
+                                   f"cluster.toml names (torch {probe.torch}), which could not be verified as the "
+                                   "newest release.",
+                              plan=_route_plan(rec.index_tag)))
+        _copy_into(rec, probe)
+        return True
+
+    def _node_python(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
+        rec.mode, rec.source = "node-python", "node-python"
+        self._adopt(ctx, rec, "python3", plan=_route_plan(rec.index_tag) + ", or name an interpreter with torch as "
+                    "`fallback_python` in cluster.toml")
+        if rec.status == "failed":
+            return
+        rec.gaps.append(Gap(phase=self.name,
+                            text=f"The nodes could not reach the PyTorch wheel index or get torch from the index pip is "
+                                 f"configured with, so the benchmarks ran on the node's own `python3` (torch "
+                                 f"{rec.torch or 'unknown'}), whose torch could not be verified as the newest release.",
+                            plan=_route_plan(rec.index_tag) + ", or name an interpreter with the newest torch as "
+                                 "`fallback_python` in cluster.toml"))
+
+    # -- an interpreter that is already there ---------------------------------------------------
+    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str, plan: str = "") -> None:
+        # per node: a node that stops answering is that node's Gap (never with the interpreter's path)
         steps = each_node(ctx, self.name, "the eval Python check", ctx.nodes,
-                          lambda n: self._versions(ctx, n, python), what=f"`{python}` (torch's version)")
+                          lambda n: self._versions(ctx, n, python), what="the eval Python (torch's version)")
         infos = [s.value if s.value is not None else {"error": s.error.message if s.error else "no answer"}
                  for s in steps]
         first = next((i for s, i in zip(steps, infos, strict=True) if s.ok), {})
@@ -105,13 +237,15 @@ class EvalPythonPhase:
             rec.status = "partial" if any(s.ok for s in steps) else "failed"
         broken = [(s.node.name, i.get("error", "did not run")) for s, i in zip(steps, infos, strict=True)
                   if s.ok and "torch" not in i]
+        what = {"configured": "The interpreter `eval_python` in cluster.toml names",
+                "node-python": "The node's own `python3`"}.get(rec.mode, "The eval Python")
         for node, why in broken:
             rec.status = "failed"
             rec.gaps.append(Gap(phase=self.name, node=node,
-                                text=f"`{python}` on {node} cannot import torch ({why}), so the GPU and network "
-                                     "benchmarks cannot run there.",
-                                plan=f"install torch for `{python}` on {node}, or give the nodes a route to the "
-                                     "PyTorch wheel index so clustereval can build its own venv"))
+                                text=f"{what} cannot import torch on {node} ({_no_paths(why)}), so the GPU and "
+                                     "network benchmarks that need torch could not run there.",
+                                plan=plan or f"install torch for that interpreter on {node}, or give the nodes a route to "
+                                     "the PyTorch wheel index so clustereval can install its own torch"))
 
     def _versions(self, ctx: RunContext, node: Node, python: str) -> dict:
         res = ctx.transport.run(node, [python, "-c", _VERSION_SNIPPET], timeout_s=120)
@@ -126,65 +260,78 @@ class EvalPythonPhase:
             return f"{scratch_for(ctx).path_for(ctx.config.shared_paths[0])}/venv", True
         return f"{node_scratch(ctx)}/venv", False
 
-    def _build_venv(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
+    def _build_venv(self, ctx: RunContext, rec: EvalPythonRecord, pip_args: list[str], torch_spec: list[str]) -> bool:
+        """A venv with ``torch_spec`` on every builder node; False (and a line in ``tried``) when any step fails."""
         venv, shared = self._venv_dir(ctx)
         rec.venv_shared = shared
         builders = ctx.nodes[:1] if shared else ctx.nodes
-        first = ctx.nodes[0]
-        smi = ctx.transport.run(first, ["sh", "-c", "nvidia-smi 2>/dev/null | sed -n -E "
-                                        "'s/.*CUDA Version: ([0-9]+[.][0-9]+).*/\\1/p'"], timeout_s=30)
-        tags = cuda_tags_for(smi.stdout.strip())
-        ctx.progress(self.name, first.name, f"looking up the newest torch ({', '.join(tags)})", None)
-        # Ask the index before building anything: with no route to it there is nothing to build.
-        chosen = ""
-        for tag in tags:
-            url = f"{ctx.config.torch_index.rstrip('/')}/{tag}"
-            res = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch",
-                                            "--index-url", url, *PIP_NET], timeout_s=90)
-            latest = parse_index_versions(res.stdout)
-            if latest:
-                rec.index_url, rec.newest_on_index, chosen = url, latest, tag
-                break
-            rec.tried.append(f"{tag}: " + _last(res.stderr or res.stdout))
+        where = "the PyTorch index" if rec.index_kind == "pytorch" else "pip's configured index"
         pip = f"{venv}/bin/pip"
-        if not chosen:
-            self._fallback(ctx, rec)
-            return
-        pkgs = [f"torch=={rec.newest_on_index}", *EXTRA_PACKAGES]
         mount = ctx.config.shared_paths[0] if shared else ctx.config.local_scratch
         for node in builders:
             try:
                 scratch_for(ctx).ensure(node, mount)  # recorded, so the run's end moves it to trash
             except ScratchError as exc:
                 rec.tried.append(f"venv on {node.name}: {exc.message}")
-                self._fallback(ctx, rec)
-                return
+                return False
             made = ctx.transport.run(node, ["python3", "-m", "venv", venv], timeout_s=300)
             if not made.ok:
                 rec.tried.append(f"venv on {node.name}: " + _last(made.stderr))
-                self._fallback(ctx, rec)
-                return
-            ctx.progress(self.name, node.name, f"installing torch {rec.newest_on_index} from {rec.index_url}", None)
-            res = ctx.transport.run(node, [pip, "install", "-q", *PIP_NET, "--index-url", rec.index_url,
-                                           "--extra-index-url", "https://pypi.org/simple", *pkgs], timeout_s=3600)
+                return False
+            ctx.progress(self.name, node.name, f"installing {' '.join(torch_spec)} from {where}", None)
+            res = ctx.transport.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
+                                    timeout_s=3600)
             if not res.ok:
-                rec.tried.append(f"install on {node.name}: " + _last(res.stderr))
-                self._fallback(ctx, rec)
-                return
+                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: " + _last(res.stderr))
+                return False
         rec.mode = "venv"
-        self._adopt(ctx, rec, f"{venv}/bin/python")
-        rec.verified_newest = rec.torch.split("+")[0] == rec.newest_on_index.split("+")[0]
+        probe = EvalPythonRecord(mode="venv")
+        self._adopt(ctx, probe, f"{venv}/bin/python")
+        if probe.status == "failed":
+            rec.tried.append(f"{where}: the new venv cannot import torch")
+            return False
+        _copy_into(rec, probe, keep_gaps=True)
+        rec.verified_newest = base_version(rec.torch) == base_version(rec.newest_on_index)
+        if not rec.verified_newest:
+            rec.gaps.append(not_newest_gap(rec, torch_spec))
+        return True
 
-    def _fallback(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
-        rec.mode = "node-python"
-        self._adopt(ctx, rec, "python3")
-        why = "; ".join(rec.tried) or "no index answered"
-        rec.gaps.append(Gap(phase=self.name,
-                            text=f"The nodes could not reach the PyTorch wheel index, so the benchmarks ran on the "
-                                 f"node's own `python3` (torch {rec.torch or 'unknown'}), whose torch could not be "
-                                 "verified as the newest release.",
-                            plan="give the nodes a route to the PyTorch index (or a mirror) and re-run, or name an "
-                                 f"interpreter with the newest torch as `eval_python` in cluster.toml ({why})"))
+
+def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
+    where = ("the PyTorch wheel index for `" + rec.index_tag + "`" if rec.index_kind == "pytorch"
+             else "the index pip is configured with")
+    if rec.torch.endswith("+cpu") and rec.index_kind == "default":
+        why = "it is the newest CPU build listed there; the newest release is a build with the CUDA libraries"
+    elif torch_spec == ["torch"]:
+        why = "pip on the node refused the newest release and installed the newest one its own settings allow"
+    else:
+        why = "the newest release could not be installed"
+    return Gap(phase="evalpython",
+               text=f"Every benchmark ran on torch {rec.torch}, which is not the newest release on {where} at eval "
+                    f"time ({rec.newest_on_index}): {why}.",
+               plan=_route_plan(rec.index_tag) + "; or accept torch " + rec.torch + " as the version settled for")
+
+
+def _copy_into(rec: EvalPythonRecord, probe: EvalPythonRecord, keep_gaps: bool = False) -> None:
+    rec.interpreter, rec.executables = probe.interpreter, probe.executables
+    rec.python, rec.torch, rec.nccl = probe.python, probe.torch, probe.nccl
+    if probe.mode:
+        rec.mode = probe.mode
+    if probe.source:
+        rec.source = probe.source
+    rec.gaps = (list(rec.gaps) if keep_gaps else []) + list(probe.gaps)
+    rec.status = probe.status
+
+
+def _route_plan(tag: str) -> str:
+    return (f"give the nodes a route to the PyTorch wheel index for `{tag or 'cpu'}` (or name a mirror of it as "
+            "`torch_index` in cluster.toml) or point pip on the nodes at an index that has torch, "
+            f"{PLAN_RUN_AGAIN}")
+
+
+def _no_paths(text: str) -> str:
+    """An error line without the file paths it may carry (the report never shows an interpreter's path)."""
+    return re.sub(r"(?<![\w])/[^\s'\"`:,)]+", "a path on the node", text)
 
 
 def _last(text: str) -> str:

@@ -12,7 +12,13 @@ from pathlib import Path
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import hostname_of
-from clustereval.phases.remote import ensure_node_scratch, interpreter_mismatch, worker_argv, worker_env
+from clustereval.phases.remote import (
+    ensure_node_scratch,
+    interpreter_mismatch,
+    require_torch,
+    worker_argv,
+    worker_env,
+)
 from clustereval.phases.tools import publish_source
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
@@ -175,6 +181,7 @@ def busy_text(node: Node, found: list[str], what: str) -> str:
 def copy_tool(ctx: RunContext) -> str:
     """The worker's exact source (and the modules it imports, beside it) into the raw folder; the
     report links it. Returns the path inside the raw folder."""
+    require_torch(ctx)
     link = publish_source(ctx, "clustereval.workers.matmul")
     for source, name in WORKER_PARTS:
         ctx.raw(f"tools/{name}", source.read_text())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from clustereval.analysis.rendezvous import fix_for
 from clustereval.phases.base import RunContext
+from clustereval.phases.remote import require_torch
 from clustereval.phases.torchrun import (
     LaunchResult,
     launch,
@@ -45,6 +46,7 @@ TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
 
 def copy_tools(ctx: RunContext) -> None:
     """The exact worker sources that produced the numbers, for the report to link."""
+    require_torch(ctx)
     for name in TOOL_FILES:
         ctx.raw(f"tools/{name}", (WORKERS_DIR / name).read_text())
 

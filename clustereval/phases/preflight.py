@@ -110,6 +110,13 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
     return items
 
 
+# Found, not imported: an import of torch takes seconds, and preflight stays fast.
+TORCH_SNIPPET = ("import importlib.metadata as m, importlib.util as u\n"
+                 "if u.find_spec('torch') is None:\n"
+                 "    raise SystemExit('No module named torch')\n"
+                 "print(m.version('torch'))\n")
+
+
 class PreflightPhase:
     name = PHASE
     title = "Preflight"
@@ -152,7 +159,7 @@ class Preflight:
                 if item.need in rec.missing:
                     rec.gaps.append(Gap(PHASE, f"Missing before the eval can start: {item.need}.", item.hint))
             return rec
-        steps = [self._reach, self._node_facts]
+        steps = [self._reach, self._node_facts, self._torch]
         if self.cfg.access == "slurm":
             steps.insert(0, self._allocation)
         if self.multi:
@@ -309,6 +316,33 @@ class Preflight:
             item.value = "none detected" + (f" ({'; '.join(why)})" if why else " (nvidia-smi -L listed no GPU)")
         else:
             item.value = f"{rec.gpus_per_node} (nvidia-smi -L)"
+
+    # -- 2b. torch: informs, never gates (the eval-Python phase installs it; a pass it stops says so) --
+    def _torch(self) -> bool:
+        configured = bool(self.cfg.eval_python)
+        who = "`eval_python`" if configured else f"`{self.python}`"
+        self._progress("all nodes", f"torch in {who}")
+
+        def one(node: Node) -> None:
+            try:
+                res = self._run(node, [self.python, "-c", TORCH_SNIPPET], timeout_s=60)
+            except TransportError as exc:
+                self._probe(ProbeResult("torch", node.name, False, exc.message, gating=False))
+                return
+            version = res.stdout.strip().splitlines()[-1] if res.ok and res.stdout.strip() else ""
+            if version:
+                detail = f"torch {version} in {who}"
+            else:
+                why = (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
+                why = "torch is not installed" if "No module named" in why else why[:120]
+                detail = (f"{who} cannot import torch ({why}); the benchmarks that need torch will not run"
+                          if configured else
+                          f"{who} cannot import torch ({why}); the eval Python phase installs it from the PyTorch "
+                          "index for the driver's CUDA, else from pip's configured index")
+            self._probe(ProbeResult("torch", node.name, bool(version), detail, res.seconds, gating=False))
+
+        run_parallel(self.nodes, one, self.ctx.transport.fanout)
+        return True
 
     # -- 3. the rendezvous port is reachable from every node ------------------------------------
     def _tcp(self) -> bool:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import clustereval
+from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import scratch_for
 from clustereval.transport.base import Node
@@ -88,3 +89,16 @@ def interpreter_mismatch(ctx: RunContext, node: str, reported: dict) -> str:
     if ev.torch and got_torch and got_torch != ev.torch:
         return f"{node}: the worker ran on torch {got_torch}, not the eval Python's torch {ev.torch}"
     return ""
+
+
+def require_torch(ctx: RunContext) -> None:
+    """Stop a pass that runs on torch before it launches anything when the eval Python has none: the
+    pass's Gap then says torch is missing, never a launcher or fabric failure it did not have."""
+    ev = ctx.records.get("evalpython")
+    broken = [g.node for g in (getattr(ev, "gaps", None) or []) if "cannot import torch" in g.text and g.node]
+    if ev is None or getattr(ev, "status", "ok") != "failed" or not broken:
+        return
+    plan = next((g.plan for g in ev.gaps if "cannot import torch" in g.text and g.plan), "")
+    raise ClusterEvalError(f"the eval Python cannot import torch on {', '.join(broken)}, and this pass runs on torch",
+                           plan or "give the nodes torch, then run `clustereval run` again", error_id="no-torch")
+

@@ -72,7 +72,7 @@ class StoragePhase:
             self.concurrent_bytes = ctx.profile.concurrent_write_bytes
         rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
-                            targets=list(ctx.config.targets.storage))
+                            targets=list(ctx.config.targets.storage), shared_paths=list(ctx.config.shared_paths))
         node = (live(ctx, ctx.nodes) or ctx.nodes)[0]  # a node lost earlier does not scan
         scratch = scratch_for(ctx)
         self._kept = _finished_cells(ctx.records.get("storage"), self.file_sizes, runtime_s=rec.runtime_s)

@@ -24,6 +24,7 @@ class ProbeResult:
     """One reachability probe: SSH hostname, TCP to the rendezvous, gloo all-reduce."""
 
     kind: str  # "ssh" | "exec" (local) | "srun" | "slurm" (the allocation) | "kubectl" | "tcp" | "gloo" | "peer-ssh" | "paths"
+    # | "torch" (informational: whether the node's interpreter imports torch before the eval Python phase)
     node: str
     ok: bool
     detail: str = ""  # the hostname that came back, or the one-line error
@@ -82,7 +83,8 @@ class PackagesRecord(PhaseRecord):
 class EvalPythonRecord(PhaseRecord):
     """Which interpreter every worker ran with, and whether its torch was the newest release."""
 
-    mode: str = ""  # venv | configured | node-python
+    mode: str = ""  # venv | configured | fallback | node-python
+    source: str = ""  # pytorch-index | default-index | configured | fallback-python | node-python
     interpreter: str = ""  # path on the nodes (raw folder only; the report never shows it)
     venv_shared: bool = False  # the venv sits on a shared FS every node sees
     torch: str = ""  # "2.11.0+cu130"
@@ -90,6 +92,8 @@ class EvalPythonRecord(PhaseRecord):
     python: str = ""
     index_url: str = ""  # the PyTorch wheel index the venv used
     newest_on_index: str = ""  # newest torch that index listed at eval time
+    index_kind: str = ""  # "pytorch" (the PyTorch wheel index for index_tag) | "default" (pip's configured index)
+    index_tag: str = ""  # cu130 | ... | cpu: the build the driver asked for
     verified_newest: bool = False  # torch == the newest on that index at eval time
     tried: list[str] = field(default_factory=list)  # "cu130: <why it was not used>"
     executables: dict[str, str] = field(default_factory=dict)  # node -> sys.executable the interpreter resolves to

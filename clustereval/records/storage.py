@@ -131,3 +131,4 @@ class StorageRecord(PhaseRecord):
     tool_files: list[str] = field(default_factory=list)  # raw-folder copies of the code that ran fio
     num_nodes: int = 1
     targets: list[StorageTarget] = field(default_factory=list)  # the config's targets when the scan ran
+    shared_paths: list[str] | None = None  # cluster.toml's shared_paths when the scan ran (None: not recorded)

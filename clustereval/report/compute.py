@@ -27,7 +27,7 @@ from clustereval.report.compute_msmf import (
     trace_block,
 )
 from clustereval.report.markdown import Document
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 TFLOPS_TABLE_URL = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
                     "#tflops-comparison-table")
@@ -141,6 +141,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     env = view.get("environment")
     asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
     _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
+    result.gaps += setup_gaps(view, "compute", result.gaps)
     render_gaps(doc, result.gaps)
     return result
 

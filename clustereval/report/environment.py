@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from clustereval.analysis.environment import findings as environment_findings
+from clustereval.analysis.environment import torch_provenance
 from clustereval.analysis.specs import INTERNODE_TABLE_URL, NVLINK_TABLE_URL, lookup_gpu, short_gpu_name
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
 from clustereval.report.markdown import Document
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult
 from clustereval.report.units import iec, pcie_uni_gb_s, plural, span
 
 ACCESS_WORDS = {
@@ -296,9 +297,19 @@ def gpu_rows(view: RunView, nodes: list[NodeEnvironment]) -> list[tuple[str, str
     return rows
 
 
+def no_gpu_rows(nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
+    return [("GPU name × count per node",
+             per_node(nodes, lambda n: "no GPU visible" + (f" ({n.gpu_visibility})" if n.gpu_visibility else "")))]
+
+
 def _intra(n: NodeEnvironment) -> str:
-    if len(n.gpus) < 2:
-        return ""
+    if not n.gpus:
+        return "no GPU on the node, so no GPU interconnect"
+    if len(n.gpus) == 1:
+        g = n.gpus[0]
+        link = f"Gen{g.pcie_gen_max} ×{g.pcie_width_max}" if g.pcie_gen_max and g.pcie_width_max else ""
+        speed = f", {link} ≈ {pcie_uni_gb_s(g.pcie_gen_max, g.pcie_width_max):.0f} GB/s unidirectional" if link else ""
+        return f"1 GPU: its PCIe link to the host{speed}; no NVLink (no second GPU to link to)"
     nv = n.nvlink
     if nv.generation:
         links = f"{nv.num_links_per_gpu} links × {nv.per_link_gb_s:g} GB/s per GPU"
@@ -315,7 +326,7 @@ def _intra(n: NodeEnvironment) -> str:
 
 def _inter(n: NodeEnvironment) -> str:
     if not n.nics:
-        return ""
+        return "no RDMA adapter found in `/sys/class/infiniband`"
     kinds = {"infiniband": "InfiniBand", "roce": "RoCE (RDMA over Ethernet)",
              "efa": "AWS EFA (Elastic Fabric Adapter)", "ethernet": "Ethernet"}
     groups: dict[tuple[str, str, float], list[str]] = {}
@@ -343,7 +354,9 @@ def _inter(n: NodeEnvironment) -> str:
 
 
 def fabric_rows(nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
-    return [("Intra-node", per_node(nodes, _intra)), ("Inter-node adapters (inventory)", per_node(nodes, _inter))]
+    # one node has no inter-node anything (the runbook): its adapters are inventory all the same
+    label = "Inter-node adapters (inventory)" if len(nodes) > 1 else "Network adapters (inventory)"
+    return [("Intra-node", per_node(nodes, _intra)), (label, per_node(nodes, _inter))]
 
 
 def _fs_value(fs: Any) -> str:
@@ -373,12 +386,11 @@ def filesystem_rows(nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
 
 def software_rows(view: RunView, nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
     ev = view.get("evalpython")
-    newest = bool(getattr(ev, "verified_newest", False))
 
     def torch(n: NodeEnvironment) -> str:
         t = n.software.torch
-        if t and newest and t == getattr(ev, "torch", t):
-            t += " (the newest release on the PyTorch wheel index at eval time)"
+        if t and ev is not None and t == getattr(ev, "torch", t):
+            t += f" ({torch_provenance(ev)})"
         return t
 
     rows = [
@@ -410,23 +422,19 @@ def render_environment(view: RunView, doc: Document) -> SectionResult:
         return SectionResult()
     nodes = env.nodes
     has_gpu = any(n.gpus for n in nodes)
-    note = "host, GPU, fabric, mounts, software (inventory, not a benchmark)" if has_gpu else \
-        "host, mounts, software (inventory, not a benchmark)"
+    note = "host, GPU, fabric, mounts, software (inventory, not a benchmark)"
     doc.heading(2, "Environment", note=note)
-    # the node setup's own Gaps (host packages, the eval Python) belong with the inventory
-    setup = [g for phase in ("packages", "evalpython") for g in (getattr(view.get(phase), "gaps", None) or [])]
-    result = SectionResult(gaps=list(env.gaps) + setup)
+    # Environment has no Gaps of its own: the inventory's, the host packages' and the eval Python's
+    # problems are said once, in the section they affect (render.setup_gaps)
+    result = SectionResult()
     if nodes:
         doc.para(_intro(view, env))
         doc.heading(3, "Host", toc=False)
         _two_col(doc, "Host", host_rows(nodes))
-        if has_gpu:
-            doc.heading(3, "GPU", toc=False)
-            _two_col(doc, "GPU", gpu_rows(view, nodes))
-        fabric = fabric_rows(nodes)
-        if any(v for _, v in fabric):
-            doc.heading(3, "Fabric", toc=False)
-            _two_col(doc, "Fabric", fabric)
+        doc.heading(3, "GPU", toc=False)
+        _two_col(doc, "GPU", gpu_rows(view, nodes) if has_gpu else no_gpu_rows(nodes))
+        doc.heading(3, "Fabric", toc=False)
+        _two_col(doc, "Fabric", fabric_rows(nodes))
         fs_rows = filesystem_rows(nodes)
         if fs_rows:
             doc.heading(3, "Filesystems", toc=False)
@@ -435,7 +443,6 @@ def render_environment(view: RunView, doc: Document) -> SectionResult:
         if any(v for _, v in sw):
             doc.heading(3, "Software", toc=False)
             _two_col(doc, "Software", sw)
-    render_gaps(doc, result.gaps)
     compute_ran = any(view.get(phase) is not None for phase in ("matmul", "lemon"))
     result.findings = environment_findings(env, ask_unknown_gpus=not compute_ran)
     return result

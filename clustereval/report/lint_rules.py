@@ -346,8 +346,15 @@ def _environment(doc: Doc):
     titles = [h.title for h in env]
     known = [t for t in titles if t in ENV_TABLES]
     for h in env:
-        if h.title not in ENV_TABLES and h.title != "Gaps":
+        if h.title == "Gaps":
+            yield h.n, ("`### Gaps` under Environment; an environment problem goes once into the Gaps of the "
+                        "section it affects (Compute, Network or Storage)")
+        elif h.title not in ENV_TABLES:
             yield h.n, f"`### {h.title}` under Environment; the tables are {' / '.join(ENV_TABLES)}"
+    # Host, GPU and Fabric always have rows (a node without GPUs says so, a 1-GPU node has its PCIe link)
+    missing = [t for t in ENV_TABLES[:3] if t not in titles]
+    if env and missing:
+        yield env[0].n, f"Environment lacks the {' / '.join(missing)} table{'s' if len(missing) > 1 else ''}: the five tables always"
     if known != sorted(known, key=ENV_TABLES.index):
         yield env[0].n, "Environment tables must come in the order " + " / ".join(ENV_TABLES)
     if env and "Host" in titles and titles[0] != "Host":

@@ -18,7 +18,7 @@ from clustereval.records.network import (
 )
 from clustereval.report.markdown import Document
 from clustereval.report.network_plots import iec
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
        "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
@@ -102,6 +102,7 @@ def render_network(view: RunView, doc: Document) -> SectionResult:
     gaps: list[Gap] = []
     for rec in (conn, ar, pw):
         gaps += list(getattr(rec, "gaps", []) or [])
+    gaps += setup_gaps(view, "network", gaps)
     _launcher_findings(conn, ar, out)
     out.gaps += gaps
     render_gaps(doc, gaps)
@@ -113,6 +114,14 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
     items: list[str] = []
     toc_label = None
     note = ""
+    # only what ran is listed: a launch in which no rank joined, or a sweep that measured no payload,
+    # is said in the Gaps alone
+    if conn is not None and conn.num_ranks <= 0:
+        conn = None
+    if ar is not None and not _measured_sweeps(ar):
+        ar = None
+    if conn is None and ar is None and not (pw is not None and pw.pairs):
+        return
     if conn is not None:
         scope_word = "Inter-node" if conn.scope == "inter-node" and conn.launch.ok else "Intra-node"
         if conn.scope == "inter-node" and not conn.launch.ok:
@@ -129,8 +138,9 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
     env = (ar.nccl_env if ar is not None else None) or (conn.nccl_env if conn is not None else None)
     backend = (conn.backend if conn is not None else "") or (ar.intra[0].backend if ar and ar.intra else "")
     if backend == "gloo":
-        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part, so the "
-                 "bandwidths below describe the host's TCP stack, not NVLink or a GPU fabric.")
+        below = (", so the bandwidths below describe the host's TCP stack, not NVLink or a GPU fabric"
+                 if ar is not None else "")
+        doc.para("These ranks ran on CPUs with the gloo backend (TCP between processes): no GPU took part" + below + ".")
         return
     if env is not None and env.nvls_enable:
         doc.para(_nvls_paragraph(env, ar))
@@ -142,34 +152,44 @@ def _connectivity_item(view: RunView, conn: ConnectivityRecord) -> str:
     k = conn.launch.nproc_per_node
     per = ("one process per GPU" if conn.backend == "nccl"
            else f"{k} CPU process{'' if k == 1 else 'es'} per node")
-    text = (f"{_tool(view, 'connectivity.py')} (our connectivity test) — {per}, started with torchrun on each node; "
-            f"{_ranks_words(conn.num_ranks, conn.num_nodes)} joined one {lib} process group through a c10d "
-            f"rendezvous at {conn.launch.endpoint} and completed one all-reduce whose sum every rank checked")
+    if conn.allreduce_ok:
+        did = (f"{_ranks_words(conn.num_ranks, conn.num_nodes)} joined one {lib} process group through a c10d "
+               f"rendezvous at {conn.launch.endpoint} and completed one all-reduce whose sum every rank checked")
+    else:
+        did = (f"{_ranks_words(conn.num_ranks, conn.num_nodes)} were started to join one {lib} process group "
+               f"through a c10d rendezvous at {conn.launch.endpoint} and complete one all-reduce")
+    text = f"{_tool(view, 'connectivity.py')} (our connectivity test) — {per}, started with torchrun on each node; {did}"
     if conn.scope == "inter-node":
         text += ", across every node, so it is an inter-node check"
     else:
         text += "; it ran on one node, so it is an intra-node check only"
-    text += ": **pass**." if conn.allreduce_ok else ": **failed** (see Gaps below)."
+    text += ": **pass**." if conn.allreduce_ok else "; it did not complete: **failed** (see Gaps below)."
     if conn.launch.is_host_node:
         text += (f" The rendezvous needed `--rdzv_conf is_host=1` on {conn.launch.is_host_node} and `--local_addr` "
                  f"on every node: {'; '.join(conn.launch.fix_reasons[:2])}.")
     return text
 
 
+def _measured_sweeps(ar: AllreduceRecord) -> list[Sweep]:
+    return [s for s in ar.intra if s.rows] + ([ar.inter] if ar.inter is not None and ar.inter.rows else [])
+
+
 def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     lo, hi = _payload_range(ar)
-    backend = ar.intra[0].backend if ar.intra else (ar.inter.backend if ar.inter else "")
+    intra = [s for s in ar.intra if s.rows]
+    inter = ar.inter if ar.inter is not None and ar.inter.rows else None
+    backend = intra[0].backend if intra else (inter.backend if inter else "")
     timing = ("timed like nccl-tests: after 5 warm-ups, at least 20 calls (and at least 0.1 s of them) issued "
               "back to back between two CUDA events, the time per call taken from the slowest rank; payloads up "
               "to 64 MiB are also replayed from a CUDA graph, where the CPU's launch overhead does not count, "
               "and the table shows the faster of the two timings" if backend == "nccl"
               else "timed over at least 20 calls issued back to back after 5 warm-ups, the slowest rank's time")
     counts = []
-    if ar.intra:
-        counts.append(f"{plural(ar.intra[0].num_ranks, 'rank')} (intra-node, each node on its own)")
-    if ar.inter is not None:
-        unit = "GPU" if ar.inter.backend == "nccl" else "rank"
-        counts.append(f"{plural(ar.inter.num_ranks, 'rank')} (inter-node, every {unit} of every node)")
+    if intra:
+        counts.append(f"{plural(intra[0].num_ranks, 'rank')} (intra-node, each node on its own)")
+    if inter is not None:
+        unit = "GPU" if inter.backend == "nccl" else "rank"
+        counts.append(f"{plural(inter.num_ranks, 'rank')} (inter-node, every {unit} of every node)")
     through = (" through NCCL (NVIDIA Collective Communications Library)" if backend == "nccl"
                else " through gloo (the CPU backend of torch.distributed)")
     return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce{through} over payloads from "
@@ -177,7 +197,7 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
             "barrier and a synchronize around it (blocking). Each payload's first all-reduce is checked. "
             "**algbw** (algorithm bandwidth, what the caller sees) is the payload's bytes divided by the time of one "
             "call; **busbw** (bus bandwidth, what the fabric moves) is algbw × 2(n−1)/n for n ranks, already "
-            "unidirectional; 1 GBps = 10⁹ bytes per second. It ran at " + " and ".join(counts or ["no rank count"]) + ".")
+            "unidirectional; 1 GBps = 10⁹ bytes per second. It ran at " + " and ".join(counts) + ".")
 
 
 def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
@@ -192,7 +212,8 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
     who = WHO.get(env.nvls_source, env.nvls_source)
-    text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring busbw it "
+    busbw = "busbw" if ar is not None else "bus bandwidth"  # busbw is expanded by the sweep's item
+    text = ("NVLS (NVLink SHARP) lets the NVSwitch perform the all-reduce inside the switch; against ring " + busbw + " it "
             "typically gains about 30% intra-node and about 25% inter-node, it does not speed up all-gather or "
             "reduce-scatter, and it is a different feature from InfiniBand switch SHARP. "
             f"`NCCL_NVLS_ENABLE={env.nvls_enable}` (0 = force off, 1 = require NVLS, 2 = auto) was set by {who}.")

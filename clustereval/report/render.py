@@ -86,8 +86,11 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
     # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
     # to the close-out
     shown = {(g.phase, g.text) for g in gaps}
-    for rec in view.records.values():
+    present = sections_present(view)
+    for phase, rec in view.records.items():
         for g in getattr(rec, "gaps", None) or []:
+            if phase in SETUP_PHASES and isinstance(g, Gap) and setup_gap_section(g, present):
+                continue  # said by its section, or merged there into the Gap that names the same tool
             if isinstance(g, Gap) and (g.phase, g.text) not in shown:
                 gaps.append(g)
                 shown.add((g.phase, g.text))
@@ -106,6 +109,54 @@ def render_findings(doc: Document, findings: list[Finding]) -> None:
         if category == "needs_input":
             doc.para(NEEDS_INPUT_LEAD)
         doc.bullets([f"**{f.subsystem}** — {f.text}" if f.subsystem else f.text for f in items])
+
+
+# Sections that own Gaps, with the phases whose records make them render.
+GAP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "compute": ("health", "matmul", "lemon"),
+    "network": ("connectivity", "allreduce", "pairwise"),
+    "storage": ("storage",),
+}
+# The node-setup phases have no section of their own: their Gaps go to the section they affect.
+SETUP_PHASES = ("packages", "evalpython", "environment")
+_TOPIC_SECTION = (
+    (("dcgm",), "compute"),
+    (("fio",), "storage"),
+    (("ibstat", "rdma", "infiniband", "pdsh", "adapter"), "network"),
+)
+
+
+def sections_present(view: RunView) -> list[str]:
+    return [s for s, phases in GAP_SECTIONS.items() if any(view.get(p) is not None for p in phases)]
+
+
+def setup_gap_section(gap: Gap, present: list[str]) -> str:
+    """The one section a node-setup Gap is said in ('' when none of the sections it affects rendered).
+
+    Tool gaps go where the tool is used; the eval Python and the inventory affect every torch pass,
+    so they are said once, in Compute when it rendered, else in Network."""
+    text = gap.text.lower()
+    wanted = next((section for words, section in _TOPIC_SECTION if any(w in text for w in words)), "")
+    order = [wanted] if wanted else ["compute", "network", "storage"]
+    return next((s for s in order if s in present), "")
+
+
+def setup_gaps(view: RunView, section: str, own: list[Gap] | None = None) -> list[Gap]:
+    """The node-setup Gaps this section says, leaving out any whose tool the section's own Gaps
+    already name (a missing ``dcgmi`` is said once, by the health pass)."""
+    present = sections_present(view)
+    said = " ".join(g.text.lower() for g in own or [])
+    out: list[Gap] = []
+    for phase in SETUP_PHASES:
+        for gap in getattr(view.get(phase), "gaps", None) or []:
+            if not isinstance(gap, Gap) or setup_gap_section(gap, present) != section:
+                continue
+            tools = [w for words, _ in _TOPIC_SECTION for w in words if w in gap.text.lower()]
+            if tools and any(t in said for t in tools):
+                continue
+            if all(g.text != gap.text for g in out):
+                out.append(gap)
+    return out
 
 
 def render_gaps(doc: Document, gaps: list[Gap]) -> None:

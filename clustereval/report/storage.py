@@ -21,11 +21,10 @@ from clustereval.analysis.storage import (
     target_for,
 )
 from clustereval.config import StorageTarget
-from clustereval.records import Finding
+from clustereval.records import Finding, Gap
 from clustereval.records.environment import FilesystemInfo
 from clustereval.records.storage import (
     BLOCK_SIZE,
-    FILE_SIZES,
     IODEPTH,
     NUM_JOBS,
     OPS,
@@ -35,7 +34,7 @@ from clustereval.records.storage import (
     iec_label,
 )
 from clustereval.report.markdown import Document
-from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
 FIO_URL = "https://github.com/axboe/fio"
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
@@ -110,12 +109,6 @@ def _code(path: str) -> str:
     return f"`{path}`"
 
 
-def _sizes(rec: StorageRecord, scan: MountScan | None = None) -> list[int]:
-    cells = scan.cells if scan else [c for s in _scans(rec) for c in s.cells]
-    found = sorted({c.file_size_bytes for c in cells})
-    return found or [size for _, size, _ in FILE_SIZES]
-
-
 def _scans(rec: StorageRecord) -> list[MountScan]:
     return ([rec.local] if rec.local else []) + list(rec.shared)
 
@@ -144,9 +137,26 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
         write_shared(doc, heading, group, local, first=group is shared_groups[0])
     if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
         write_concurrent(doc, rec.concurrent, view)
-    render_gaps(doc, rec.gaps)
+    gaps = list(rec.gaps) + no_shared_gap(rec) + setup_gaps(view, "storage", rec.gaps)
+    render_gaps(doc, gaps)
     findings = storage_findings(rec, targets)
-    return SectionResult(findings=findings, gaps=list(rec.gaps))
+    return SectionResult(findings=findings, gaps=gaps)
+
+
+def no_shared_gap(rec: StorageRecord) -> list[Gap]:
+    """The runbook scans a shared filesystem too; with none named that scan did not run (said once)."""
+    if rec.shared_paths or rec.shared:
+        return []
+    if rec.shared_paths is None and (any(p.shared for p in rec.partitions)
+                                     or any("shared" in g.text.lower() for g in rec.gaps)):
+        return []  # a record from before shared_paths was kept: only a run with no shared mount at all counts
+    concurrent = ", and the concurrent write from every node" if rec.num_nodes >= 2 else ""
+    return [Gap(phase="storage",
+                text=f"No shared filesystem was named, so the shared `fio` scan{concurrent} did not run: the figures "
+                     "above describe the local disk only.",
+                plan="name the shared filesystem every node mounts (the one checkpoints and datasets go to) as "
+                     "`shared_paths` in cluster.toml, then run `clustereval run` again; or accept that this cluster "
+                     "has no shared filesystem")]
 
 
 # ---- Existing Partitions ----------------------------------------------------------------------
@@ -227,15 +237,34 @@ def _volume_words(scan: MountScan) -> str:
     return f"{where} ({size_label(scan.size_bytes)} {type_label(scan.fstype)})"
 
 
-def fio_description(view: RunView, rec: StorageRecord) -> str:
-    sizes = _sizes(rec)
-    labels = _join([iec_label(s) for s in sizes])
-    size_words = (f"file sizes {labels} (correspondingly small, medium and large)" if len(sizes) == 3
-                  else f"file sizes {labels}")
+def measured_words(scan: MountScan) -> str:
+    """What one scan measured, exactly: ``file sizes 16 KiB, 1 MiB and 1 GiB (…), each read and write``
+    when every size has both, else the cells one by one (``16 KiB read and write and 1 MiB read``)."""
+    sizes = _sizes_of(scan)
+    both = all(scan.cell(size, rw) for size in sizes for rw in OPS)
+    if both:
+        labels = _join([iec_label(s) for s in sizes])
+        if len(sizes) == 3:
+            return f"file sizes {labels} (correspondingly small, medium and large), each read and write"
+        return f"file size{'s' if len(sizes) > 1 else ''} {labels}, {'each ' if len(sizes) > 1 else ''}read and write"
+    parts = []
+    for size in sizes:
+        ops = [rw for rw in OPS if scan.cell(size, rw)]
+        parts.append(f"{iec_label(size)} {' and '.join(ops)}")
+    return _join(parts)
+
+
+def _num_runs(scan: MountScan) -> int:
+    return sum(1 for size in _sizes_of(scan) for rw in OPS if scan.cell(size, rw))
+
+
+def fio_description(view: RunView, rec: StorageRecord, scan: MountScan) -> str:
+    """The runs this scan measured (only those with figures), then how every run works."""
     timed = (f"{rec.published_runtime_s // 60} min" if rec.runtime_s == rec.published_runtime_s
              else f"{rec.runtime_s} s")
-    text = (f"{len(sizes) * 2} runs of [`fio`]({FIO_URL}) (the Flexible I/O Tester, a third-party tool) against one "
-            f"folder: {size_words}, each read and write. Every run starts {NUM_JOBS} parallel jobs; each job reads "
+    n = _num_runs(scan)
+    text = (f"{n} run{'s' if n != 1 else ''} against one folder: {measured_words(scan)}. Every run starts {NUM_JOBS} "
+            f"parallel jobs; each job reads "
             f"or writes its own file of that size sequentially in {iec_label(int(BLOCK_SIZE[:-1]) * 1024)} blocks "
             f"through Linux asynchronous IO (`libaio`) with {IODEPTH} requests in flight and `O_DIRECT`, which "
             "bypasses the page cache so the numbers are the filesystem's, not RAM's. After "
@@ -254,17 +283,22 @@ def _tool_links(view: RunView, rec: StorageRecord) -> str:
 
 def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None:
     items: list[str] = []
-    described = False
-    runner = f"Our `fio` runner{_tool_links(view, rec)}"
+    described: MountScan | None = None
+    fio = (f"[`fio`]({FIO_URL}) (the Flexible I/O Tester, a third-party tool), started by our runner"
+           f"{_tool_links(view, rec)}")
     if _has_figures(rec.local):
         assert rec.local is not None
-        items.append(f"{runner} on {_volume_words(rec.local)}, the baseline the shared tables compare against: "
-                     + fio_description(view, rec))
-        described = True
+        items.append(f"{fio} — local disk scan on {_volume_words(rec.local)}, the baseline the shared tables compare "
+                     "against: " + fio_description(view, rec, rec.local))
+        described = rec.local
     for scan in [s for s in rec.shared if _has_figures(s)]:
-        text = (f"{runner} on " if not described else "The same `fio` runner on ") + _volume_words(scan)
-        text += (": " + fio_description(view, rec)) if not described else "."
-        described = True
+        text = (f"{fio} — " if described is None else "`fio` — ") + f"shared scan on {_volume_words(scan)}"
+        if described is None or measured_words(described) != measured_words(scan):
+            text += ": " + (fio_description(view, rec, scan) if described is None else
+                            f"{_num_runs(scan)} run{'s' if _num_runs(scan) != 1 else ''}, {measured_words(scan)}.")
+        else:
+            text += f": the same {_num_runs(scan)} run{'s' if _num_runs(scan) != 1 else ''}."
+        described = described or scan
         if scan.stands_for:
             others = _join([_code(p) for p in scan.stands_for])
             verb = "is" if len(scan.stands_for) == 1 else "are"
@@ -276,8 +310,9 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
         items.append(text)
     cw = rec.concurrent
     if cw and rec.num_nodes >= 2 and any(not w.error for w in cw.nodes):
-        items.append(f"[`dd`]({DD_URL}) on {_code(cw.mount)}: each of the {len(cw.nodes)} nodes writes one "
-                     f"{iec_label(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
+        done = [w for w in cw.nodes if not w.error]
+        items.append(f"[`dd`]({DD_URL}) — concurrent write on {_code(cw.mount)}: each of the {len(done)} nodes writes "
+                     f"one {iec_label(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
                      "all started at the same moment.")
     if not items:
         return
@@ -324,7 +359,8 @@ def fio_rows(scan: MountScan, grouped: bool, local: MountScan | None = None) -> 
 
 
 def _sizes_of(scan: MountScan) -> list[int]:
-    return sorted({c.file_size_bytes for c in scan.cells})
+    """The file sizes this scan has figures for (a run that failed or was stopped measured nothing)."""
+    return sorted({c.file_size_bytes for c in scan.cells if not c.error})
 
 
 def write_local(doc: Document, scan: MountScan) -> None:
@@ -343,7 +379,8 @@ def range_sentence(scan: MountScan, grouped: bool) -> str:
         lo, hi = fmt_bw(min(vals), grouped), fmt_bw(max(vals), grouped)
         parts.append(f"{word} ran at {lo} MiB/s" if lo == hi else f"{word} ran at {lo}–{hi} MiB/s")
     n = len(_sizes_of(scan))
-    return " and ".join(parts).replace(" and Writes", " and writes") + f" across the {n} file sizes."
+    across = f" across the {n} file sizes." if n > 1 else f" at {iec_label(_sizes_of(scan)[0])}."
+    return " and ".join(parts).replace(" and Writes", " and writes") + across
 
 
 def shared_headings(groups: list[list[MountScan]]) -> list[str]:
@@ -434,17 +471,27 @@ def _node_labels(view: RunView) -> dict[str, str]:
 def measurement_line(scan: MountScan, grouped: bool) -> str:
     """``read / write: 16 KiB **a MiB/s / b MiB/s**, 1 MiB **c MiB/s / d MiB/s**, 1 GiB **e MiB/s / f MiB/s**``."""
     parts = []
-    for size in _sizes_of(scan):
-        r, w = scan.cell(size, "read"), scan.cell(size, "write")
-        rv = f"{fmt_bw(r.bw_mib_s, grouped)} MiB/s" if r else "no figure"
-        wv = f"{fmt_bw(w.bw_mib_s, grouped)} MiB/s" if w else "no figure"
-        parts.append(f"{iec_label(size)} **{rv} / {wv}**")
-    return "read / write: " + ", ".join(parts)
+    sizes = _sizes_of(scan)
+    if all(scan.cell(size, rw) for size in sizes for rw in OPS):
+        for size in sizes:
+            r, w = scan.cell(size, "read"), scan.cell(size, "write")
+            assert r is not None and w is not None
+            parts.append(f"{iec_label(size)} **{fmt_bw(r.bw_mib_s, grouped)} MiB/s / {fmt_bw(w.bw_mib_s, grouped)} MiB/s**")
+        return "read / write: " + ", ".join(parts)
+    # a partial scan: only the cells that were measured, each named
+    for size in sizes:
+        for rw in OPS:
+            cell = scan.cell(size, rw)
+            if cell:
+                parts.append(f"{iec_label(size)} {rw} **{fmt_bw(cell.bw_mib_s, grouped)} MiB/s**")
+    return ", ".join(parts)
 
 
 def _ask(scan: MountScan) -> str:
-    sizes = _join([iec_label(s) for s in _sizes_of(scan)])
-    ask = f"one expected value per measured cell — MiB/s or IOPS at {sizes}, read and write, {CONDITIONS}"
+    sizes = _sizes_of(scan)
+    cells = (f"{_join([iec_label(s) for s in sizes])}, read and write"
+             if all(scan.cell(size, rw) for size in sizes for rw in OPS) else measured_words(scan))
+    ask = f"one expected value per measured cell — MiB/s or IOPS at {cells}, {CONDITIONS}"
     if scan.shared:
         ask += " — saying whether they are per client or per filesystem and which stripe count they assume"
     return ask
