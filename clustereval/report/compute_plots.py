@@ -11,6 +11,7 @@ import io
 from dataclasses import dataclass
 
 from clustereval.records.compute import MatmulTrace
+from clustereval.report.plotting import pyplot
 
 SPAN_COLOURS = {"soak": "#f4a259", "window": "#5b8e7d"}
 
@@ -23,19 +24,9 @@ class TraceLabels:
     msmf_tflops: float | None = None
 
 
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
 
 def trace_png(trace: MatmulTrace, labels: TraceLabels) -> bytes | None:
-    plt = _pyplot()
+    plt = pyplot()
     rated = [p for p in trace.points if p.tflops > 0]
     board = [p for p in trace.points if p.stage == "telemetry" and p.power_w is not None]
     if plt is None or not rated:

@@ -9,6 +9,8 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from clustereval.report.plotting import pyplot
+
 
 @dataclass
 class Series:
@@ -27,19 +29,9 @@ def iec(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
 
 def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None or not series:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
@@ -65,7 +57,7 @@ def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
 
 
 def pair_heatmap_png(nodes: Sequence[str], busbw: dict[tuple[str, str], float | None], title: str) -> bytes | None:
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None or len(nodes) < 2:
         return None
     import math

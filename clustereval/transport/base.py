@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from clustereval.errors import TransportError
 from clustereval.records import CommandResult
 
 T = TypeVar("T")
@@ -173,3 +174,24 @@ class Transport(abc.ABC):
 
     def describe(self) -> str:
         return self.method
+
+
+# what a copy onto a node runs there ("$1": the destination, "$2": a file's mode), fed on stdin
+UNTAR_INTO = 'mkdir -p -- "$1" && tar -C "$1" -xf -'
+WRITE_FILE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
+
+
+def copy_payload(node: Node, local: Path, remote: str) -> tuple[str, list[str], bytes]:
+    """A copy of ``local`` to ``remote`` as one node-side ``sh -c`` script, its arguments and the
+    bytes for its stdin (a tar of a directory, or the file itself) for transports that stream
+    through one command (srun, kubectl exec)."""
+    if local.is_dir():
+        tar = subprocess.run(["tar", "-C", str(local), "-cf", "-", "."], capture_output=True)
+        if tar.returncode != 0:
+            raise TransportError(node.name, f"cannot read {local}: {tar.stderr.decode(errors='replace').strip()}",
+                                 error_id="copy-failed")
+        return UNTAR_INTO, [remote], tar.stdout
+    if local.is_file():
+        return WRITE_FILE, [remote, f"{local.stat().st_mode & 0o777:o}"], local.read_bytes()
+    raise TransportError(node.name, f"cannot copy {local}: no such file or directory", "check the local path",
+                         error_id="copy-failed")

@@ -29,7 +29,14 @@ from clustereval.config import KubectlConfig
 from clustereval.errors import CommandTimeout, TransportError, UsageError
 from clustereval.probes import kubectl as probe
 from clustereval.records import CommandResult
-from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_prefix, run_parallel
+from clustereval.transport.base import (
+    DEFAULT_TIMEOUT_S,
+    Node,
+    Transport,
+    copy_payload,
+    env_prefix,
+    run_parallel,
+)
 
 KILL_GRACE_S = 5  # a command past its timeout gets SIGTERM in the pod, then SIGKILL this much later
 LOCAL_MARGIN_S = 15  # the local kubectl waits this much longer than the in-pod timeout
@@ -426,19 +433,7 @@ class KubectlTransport(Transport):
     def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:
         """``remote`` in the pod becomes a copy of ``local`` (a directory is merged into it)."""
         local = Path(local)
-        if local.is_dir():
-            tar = subprocess.run(["tar", "-C", str(local), "-cf", "-", "."], capture_output=True)
-            if tar.returncode != 0:
-                raise TransportError(node.name, f"cannot read {local}: {tar.stderr.decode(errors='replace').strip()}",
-                                     error_id="copy-failed")
-            script, args, data = 'mkdir -p -- "$1" && tar -C "$1" -xf -', [remote], tar.stdout
-        elif local.is_file():
-            mode = f"{local.stat().st_mode & 0o777:o}"
-            script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
-            args, data = [remote, mode], local.read_bytes()
-        else:
-            raise TransportError(node.name, f"cannot copy {local}: no such file or directory", "check the local path",
-                                 error_id="copy-failed")
+        script, args, data = copy_payload(node, local, remote)
         rc, _, err = self._stream(node, ["sh", "-c", script, "sh", *args], data, timeout_s, f"copy {local}")
         if rc != 0:
             why = (err.strip() or f"exit {rc}").splitlines()[-1]

@@ -30,7 +30,7 @@ from clustereval.config import SlurmConfig
 from clustereval.errors import CommandTimeout, TransportError, UsageError
 from clustereval.probes import slurm as probe
 from clustereval.records import CommandResult
-from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_prefix
+from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, copy_payload, env_prefix
 
 KILL_GRACE_S = 5  # srun gets SIGTERM (it cancels the step on every node), then SIGKILL this much later
 DEFAULT_CHDIR = "/tmp"  # srun's default is the caller's cwd, which need not exist on a node
@@ -471,19 +471,7 @@ class SlurmTransport(Transport):
     def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:
         """``remote`` on the node becomes a copy of ``local`` (a directory is merged into it)."""
         local = Path(local)
-        if local.is_dir():
-            tar = subprocess.run(["tar", "-C", str(local), "-cf", "-", "."], capture_output=True)
-            if tar.returncode != 0:
-                raise TransportError(node.name, f"cannot read {local}: {tar.stderr.decode(errors='replace').strip()}",
-                                     error_id="copy-failed")
-            script, args, data = 'mkdir -p -- "$1" && tar -C "$1" -xf -', [remote], tar.stdout
-        elif local.is_file():
-            mode = f"{local.stat().st_mode & 0o777:o}"
-            script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
-            args, data = [remote, mode], local.read_bytes()
-        else:
-            raise TransportError(node.name, f"cannot copy {local}: no such file or directory", "check the local path",
-                                 error_id="copy-failed")
+        script, args, data = copy_payload(node, local, remote)
         full = self.srun_argv([node.name], stdin=True) + ["sh", "-c", script, "sh", *args]
         rc, _, err, _, timed_out = _communicate(full, data, timeout_s)
         self._copy_outcome(node, rc, err, timed_out, f"copy {local} -> {remote}", timeout_s)

@@ -25,7 +25,15 @@ from pathlib import Path
 from clustereval.config import SshConfig
 from clustereval.errors import CommandTimeout, ConnectionLost, TransportError
 from clustereval.records import CommandResult
-from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, env_prefix, shell_join
+from clustereval.transport.base import (
+    DEFAULT_TIMEOUT_S,
+    UNTAR_INTO,
+    WRITE_FILE,
+    Node,
+    Transport,
+    env_prefix,
+    shell_join,
+)
 
 SSH_FAILED = 255  # ssh's own exit code for a failure of ssh itself (not of the remote command)
 KILL_GRACE_S = 5  # a remote command past its timeout gets SIGTERM, then SIGKILL this much later
@@ -333,11 +341,10 @@ class SshTransport(Transport):
         directory is merged into it. Streams over the same ssh options (ProxyJump etc. apply)."""
         local = Path(local)
         if local.is_dir():
-            script = 'mkdir -p -- "$1" && tar -C "$1" -xf -'
             tar = subprocess.Popen(["tar", "-C", str(local), "-cf", "-", "."], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
             try:
-                self._stream(node, script, [remote], stdin=tar.stdout, timeout_s=timeout_s, what=f"copy {local}")
+                self._stream(node, UNTAR_INTO, [remote], stdin=tar.stdout, timeout_s=timeout_s, what=f"copy {local}")
             finally:
                 tar.kill() if tar.poll() is None else None
                 tar.wait()
@@ -346,9 +353,8 @@ class SshTransport(Transport):
             raise TransportError(node.name, f"cannot copy {local}: no such file or directory",
                                  "check the local path", error_id="copy-failed", where=self.where(node))
         mode = f"{local.stat().st_mode & 0o777:o}"
-        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
         with open(local, "rb") as fh:
-            self._stream(node, script, [remote, mode], stdin=fh, timeout_s=timeout_s, what=f"copy {local}")
+            self._stream(node, WRITE_FILE, [remote, mode], stdin=fh, timeout_s=timeout_s, what=f"copy {local}")
 
     def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
         """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
