@@ -170,7 +170,7 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     version = transport.run(node, [phase.fio, "--version"], timeout_s=60)
     if not version.ok:
         rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                            text=f"`fio` is not installed on {node.name}, so {path} and the local disk were not "
+                            text=f"[`fio`]({fio_probe.FIO_URL}) is not installed on {node.name}, so {path} and the local disk were not "
                                  "measured.", plan="install the `fio` package (`apt-get install -y fio` or "
                                                    "`dnf install -y fio`) and run `clustereval debug fs` again"))
     else:

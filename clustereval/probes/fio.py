@@ -74,6 +74,7 @@ def bytes_written_at_once(file_size_bytes: int) -> int:
     return NUM_JOBS * file_size_bytes
 
 
+FIO_URL = "https://github.com/axboe/fio"  # where a report links `fio` at its first mention
 SLOWEST_LAYOUT_BYTES_S = 4 * 2**20  # the slowest file creation still called working (a slow network FS)
 RUN_MARGIN_S = 120  # process start, fio's own setup and unlink, a loaded node
 

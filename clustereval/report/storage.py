@@ -7,6 +7,7 @@ table agree by construction.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -58,6 +59,21 @@ CONDITIONS = "from one client with 16 jobs, 4 KiB blocks and `O_DIRECT`"
 
 
 # ---- number formats: one place, so prose and tables agree -------------------------------------
+
+
+def _fio_linked(doc: Document, gaps: list[Gap]) -> list[Gap]:
+    """The Gaps, with `fio` linked at its first mention when no Introduction item introduced it (a
+    node without `fio` has no fio item; records written before the Gap linked it say it plainly)."""
+    if f"[`fio`]({FIO_URL})" in doc.render():
+        return gaps
+    out = list(gaps)
+    for i, g in enumerate(out):
+        if "`fio`" in g.text and "[`fio`]" not in g.text:
+            out[i] = dataclasses.replace(g, text=g.text.replace("`fio`", f"[`fio`]({FIO_URL})", 1))
+            break
+        if "[`fio`]" in g.text:
+            break
+    return out
 
 
 def fmt_bw(mib_s: float, grouped: bool) -> str:
@@ -137,7 +153,7 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
         write_shared(doc, heading, group, local, first=group is shared_groups[0])
     if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
         write_concurrent(doc, rec.concurrent, view)
-    gaps = list(rec.gaps) + no_shared_gap(rec) + setup_gaps(view, "storage", rec.gaps)
+    gaps = _fio_linked(doc, list(rec.gaps) + no_shared_gap(rec) + setup_gaps(view, "storage", rec.gaps))
     render_gaps(doc, gaps)
     findings = storage_findings(rec, targets)
     return SectionResult(findings=findings, gaps=gaps)
