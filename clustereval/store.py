@@ -48,9 +48,11 @@ def save_failed(path: Path, exc: OSError) -> StoreError:
                       "was cleared whatever was saved")
 
 
-def atomic_write(path: Path, text: str | bytes) -> None:
-    """Write ``path`` whole or not at all; credentials in the text are blanked first (``redact``)."""
-    text = scrub_bytes(text) if isinstance(text, bytes) else scrub(text)
+def atomic_write(path: Path, text: str | bytes, *, verbatim: bool = False) -> None:
+    """Write ``path`` whole or not at all; credentials in the text are blanked first (``redact``)
+    unless ``verbatim`` (our own source code, published as the exact code that ran)."""
+    if not verbatim:
+        text = scrub_bytes(text) if isinstance(text, bytes) else scrub(text)
     tmp = ""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,7 @@ def atomic_write(path: Path, text: str | bytes) -> None:
         raise
 
 
+TOOLS_DIR = "tools"  # raw-<name>/tools/: the source of every worker and runner that ran
 OUTCOMES = ("ok", "partial", "failed", "skipped")
 DONE = ("ok", "skipped")  # nothing left to do for a phase with this outcome
 
@@ -233,7 +236,9 @@ class RunStore:
 
     def write_raw(self, rel: str, text: str | bytes) -> Path:
         path = self.raw_path(*rel.split("/"))
-        atomic_write(path, text)
+        # tools/ holds clustereval's own code that produced the numbers: it must stay byte-exact
+        # (a scrub would turn `key=lambda t: ...` into `key=***`), and it carries no user data
+        atomic_write(path, text, verbatim=rel.startswith(f"{TOOLS_DIR}/") and rel.endswith(".py"))
         return path
 
     def append_log(self, rel: str, text: str) -> None:

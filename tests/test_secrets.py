@@ -86,3 +86,20 @@ def test_a_planted_token_reaches_no_file_and_no_console_line(tmp_path):
 def _served_port(server) -> int:
     line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
     return int(line.split(" port ")[1].split()[0])
+
+
+def test_published_tool_sources_stay_byte_exact_while_other_raw_files_are_scrubbed(tmp_path):
+    """tools/ is the code that produced the numbers: `key=lambda` must not become `key=***` there."""
+    from pathlib import Path
+
+    import clustereval.analysis.matmul as search
+    from clustereval.store import RunStore
+
+    store = RunStore.create(tmp_path, "vm")
+    source = Path(search.__file__).read_bytes()
+    assert b"key=lambda" in source
+    store.write_raw("tools/matmul_search.py", source)
+    assert (store.raw_dir / "tools" / "matmul_search.py").read_bytes() == source
+    store.write_raw("env/notes.txt", f"mount opts password={TOKEN},key=lambda\n")
+    written = (store.raw_dir / "env" / "notes.txt").read_text()
+    assert TOKEN not in written and "password=***" in written
