@@ -148,7 +148,7 @@ def test_preflight_says_whether_torch_is_there_without_gating_on_it(tmp_path):
     from clustereval.phases.preflight import PreflightPhase
 
     ctx = _ctx(tmp_path, eval_python="/bin/false")
-    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch").mkdir(exist_ok=True)
     rec = PreflightPhase().run(ctx)
     (probe,) = [p for p in rec.probes if p.kind == "torch"]
     assert not probe.ok and not probe.gating and "`eval_python` cannot import torch" in probe.detail
