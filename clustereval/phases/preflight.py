@@ -34,6 +34,7 @@ from clustereval.probes.preflight import (
     parse_node_probe,
 )
 from clustereval.records import CommandResult, Gap
+from clustereval.records.network import RendezvousPlan
 from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, ProbeResult
 from clustereval.transport.base import Node, run_parallel
 
@@ -451,7 +452,7 @@ class Preflight:
         plan = decide_plan(self.ctx, self.nodes, probes)
         self.rec.rendezvous_probes = probes
         self.rec.rendezvous_plan = plan
-        self.rec.rendezvous_fixes = list(plan.reasons)
+        self.rec.rendezvous_fixes = applied_fixes(plan)
         self._progress("all nodes", f"CPU gloo all-reduce, one process per node, rendezvous at "
                        f"{self.nodes[0].address}:{port}")
         res = launch(self.ctx, label="preflight-gloo", module="gloo_check", args=["--timeout-s", "60"],
@@ -506,3 +507,12 @@ def _gloo_line(output: str) -> dict:
             except ValueError:
                 continue
     return {}
+
+
+def applied_fixes(plan: RendezvousPlan) -> list[str]:
+    """What the plan applies, node by node, then why: the lines preflight prints and records."""
+    lines = []
+    if plan.is_host_node:
+        lines.append(f"{plan.is_host_node}: --rdzv_conf is_host=1 (this node hosts the rendezvous store)")
+    lines += [f"{node}: --local_addr {addr}" for node, addr in plan.local_addrs.items()]
+    return lines + [f"because {reason}" for reason in plan.reasons]
