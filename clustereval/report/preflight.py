@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from clustereval.records import Gap
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
 
@@ -15,5 +16,28 @@ def render_preflight(view: RunView, doc: Document) -> SectionResult:
     doc.heading(2, "Preflight", note="the gate before any benchmark")
     count = f"{len(gaps)} item{'s' if len(gaps) != 1 else ''} below" if gaps else "the checks in the raw folder"
     doc.para(f"The preflight gate did not pass, so the benchmarks after it did not run; {count} stopped it.")
+    render_gaps(doc, gaps)
+    return SectionResult(gaps=gaps)
+
+
+def render_setup_leftovers(view: RunView, doc: Document) -> SectionResult:
+    """A run in which no Compute, Network or Storage section rendered (``--phases environment``, or
+    every later phase failed to start) still names a node that stopped answering or failed while the
+    nodes were set up and inventoried: such a node fault has no section of its own to go to, so it
+    gets one. (A missing tool with no section it affects stays in the close-out alone.)"""
+    from clustereval.report.render import SETUP_PHASES, sections_present, setup_gap_section
+
+    present = sections_present(view)
+    gaps: list[Gap] = []
+    for phase in SETUP_PHASES:
+        for gap in getattr(view.get(phase), "gaps", None) or []:
+            fault = isinstance(gap, Gap) and gap.node and ("stopped answering" in gap.text or "(error[" in gap.text)
+            if fault and not setup_gap_section(gap, present) and all(g.text != gap.text for g in gaps):
+                gaps.append(gap)
+    if not gaps:
+        return SectionResult()
+    doc.heading(2, "Node faults", note="nodes lost while they were set up and inventoried")
+    doc.para("No Compute, Network or Storage section was written in this run, so the nodes that stopped "
+             "answering or failed while they were set up and inventoried are listed here.")
     render_gaps(doc, gaps)
     return SectionResult(gaps=gaps)

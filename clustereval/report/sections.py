@@ -17,10 +17,11 @@ def _order() -> list[SectionFn]:
     from clustereval.report.compute import render_compute
     from clustereval.report.environment import render_environment
     from clustereval.report.network import render_network
-    from clustereval.report.preflight import render_preflight
+    from clustereval.report.preflight import render_preflight, render_setup_leftovers
     from clustereval.report.storage import render_storage
 
-    return [render_preflight, render_environment, render_compute, render_network, render_storage]
+    return [render_preflight, render_environment, render_compute, render_network, render_storage,
+            render_setup_leftovers]
 
 
 ORDER: list[SectionFn] = _order()
