@@ -97,8 +97,10 @@ def test_unreachable_rendezvous_port_is_diagnosed(tmp_path, cluster3):
     assert not res.info.ok
     assert res.info.diagnosis == "unreachable-port", res.info.diagnosis_text
     assert cluster3.nodes[1].name in res.info.diagnosis_text
-    # node1's own exit is reported as it happened; the others were stopped by us, not timed out
+    # every exit is reported as it happened: the first launcher to give up failed, the others were
+    # stopped by us, none timed out (which node gives up first depends on the machine's load: once
+    # one leaves, torchrun closes the rendezvous for all; the diagnosis above still names node1)
     exits = {e.node: e for e in res.info.exits}
-    assert exits[cluster3.nodes[1].name].state == "failed"
-    assert {exits[n.name].state for n in (cluster3.nodes[0], cluster3.nodes[2])} <= {"stopped", "failed"}
+    assert {e.state for e in exits.values()} <= {"stopped", "failed"}
+    assert "failed" in {e.state for e in exits.values()}
     assert res.info.port_free is True
