@@ -195,3 +195,23 @@ def copy_payload(node: Node, local: Path, remote: str) -> tuple[str, list[str], 
         return WRITE_FILE, [remote, f"{local.stat().st_mode & 0o777:o}"], local.read_bytes()
     raise TransportError(node.name, f"cannot copy {local}: no such file or directory", "check the local path",
                          error_id="copy-failed")
+
+
+# a copy off a node in one stream: a type byte (D: a tar of a directory follows, F: the file's bytes)
+GET_SCRIPT = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
+              'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
+              'else echo "$1: no such file or directory" >&2; exit 2; fi')
+
+
+def unpack_copy(node: Node, remote: str, local: Path, out: bytes) -> None:
+    """Write what ``GET_SCRIPT`` streamed back for ``remote`` to ``local``."""
+    kind, body = out[:1], out[1:]
+    if kind == b"D":
+        local.mkdir(parents=True, exist_ok=True)
+        untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=body, capture_output=True)
+        if untar.returncode != 0:
+            raise TransportError(node.name, f"copy {remote} -> {local} failed: "
+                                 f"{untar.stderr.decode(errors='replace').strip()}", error_id="copy-failed")
+    elif kind == b"F":
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(body)

@@ -31,11 +31,13 @@ from clustereval.probes import kubectl as probe
 from clustereval.records import CommandResult
 from clustereval.transport.base import (
     DEFAULT_TIMEOUT_S,
+    GET_SCRIPT,
     Node,
     Transport,
     copy_payload,
     env_prefix,
     run_parallel,
+    unpack_copy,
 )
 
 KILL_GRACE_S = 5  # a command past its timeout gets SIGTERM in the pod, then SIGKILL this much later
@@ -55,9 +57,6 @@ _WATCHDOG = ('exec 3<&0; setsid "$@" </dev/null 3<&- & pid=$!; '
              '{ cat <&3 >/dev/null; kill -TERM -$pid; sleep 5; kill -KILL -$pid; } >/dev/null 2>&1 & '
              'watch=$!; exec 3<&-; wait $pid; rc=$?; kill $watch 2>/dev/null; exit $rc')
 _IN_DIR = 'cd "$1" && shift && exec "$@"'
-_GET_SCRIPT = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
-               'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
-               'else echo "$1: no such file or directory" >&2; exit 2; fi')
 
 
 class KubectlTransport(Transport):
@@ -444,23 +443,14 @@ class KubectlTransport(Transport):
     def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
         """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
         local = Path(local)
-        rc, out, err = self._stream(node, ["sh", "-c", _GET_SCRIPT, "sh", remote], None, timeout_s,
+        rc, out, err = self._stream(node, ["sh", "-c", GET_SCRIPT, "sh", remote], None, timeout_s,
                                     f"copy {remote}", repeatable=True)
         if rc != 0:
             why = (err.strip() or f"exit {rc}").splitlines()[-1]
             raise TransportError(node.name, f"copy {remote} -> {local} failed: {why}",
                                  "check the path exists in the pod and is readable", error_id="copy-failed",
                                  where=self.where(node.name))
-        kind, body = out[:1], out[1:]
-        if kind == b"D":
-            local.mkdir(parents=True, exist_ok=True)
-            untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=body, capture_output=True)
-            if untar.returncode != 0:
-                raise TransportError(node.name, f"copy {remote} -> {local} failed: "
-                                     f"{untar.stderr.decode(errors='replace').strip()}", error_id="copy-failed")
-        elif kind == b"F":
-            local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(body)
+        unpack_copy(node, remote, local, out)
 
     def _stream(self, node: Node, argv: list[str], data: bytes | None, timeout_s: float, what: str, *,
                 repeatable: bool = False) -> tuple[int, bytes, str]:

@@ -30,7 +30,15 @@ from clustereval.config import SlurmConfig
 from clustereval.errors import CommandTimeout, TransportError, UsageError
 from clustereval.probes import slurm as probe
 from clustereval.records import CommandResult
-from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport, copy_payload, env_prefix
+from clustereval.transport.base import (
+    DEFAULT_TIMEOUT_S,
+    GET_SCRIPT,
+    Node,
+    Transport,
+    copy_payload,
+    env_prefix,
+    unpack_copy,
+)
 
 KILL_GRACE_S = 5  # srun gets SIGTERM (it cancels the step on every node), then SIGKILL this much later
 DEFAULT_CHDIR = "/tmp"  # srun's default is the caller's cwd, which need not exist on a node
@@ -479,22 +487,10 @@ class SlurmTransport(Transport):
     def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
         """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
         local = Path(local)
-        script = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
-                  'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
-                  'else echo "$1: no such file or directory" >&2; exit 2; fi')
-        full = self.srun_argv([node.name]) + ["sh", "-c", script, "sh", remote]
+        full = self.srun_argv([node.name]) + ["sh", "-c", GET_SCRIPT, "sh", remote]
         rc, out, err, _, timed_out = _communicate(full, None, timeout_s)
         self._copy_outcome(node, rc, err, timed_out, f"copy {remote} -> {local}", timeout_s)
-        kind, body = out[:1], out[1:]
-        if kind == b"D":
-            local.mkdir(parents=True, exist_ok=True)
-            untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=body, capture_output=True)
-            if untar.returncode != 0:
-                raise TransportError(node.name, f"copy {remote} -> {local} failed: "
-                                     f"{untar.stderr.decode(errors='replace').strip()}", error_id="copy-failed")
-        elif kind == b"F":
-            local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(body)
+        unpack_copy(node, remote, local, out)
 
     def _copy_outcome(self, node: Node, rc: int, err: bytes, timed_out: bool, what: str, timeout_s: float) -> None:
         stderr = err.decode(errors="replace")
