@@ -86,7 +86,7 @@ class StoragePhase:
         rec.fio_version = version.stdout.strip() if version.ok else ""
         if not version.ok:
             rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                text=f"[`fio`]({fio_probe.FIO_URL}) is not installed on {node.name}, so the local and shared IO "
+                                text=f"`fio` is not installed on {node.name}, so the local and shared IO "
                                      "benchmarks did not run.",
                                 plan=f"install the `{FIO_PACKAGE}` package on {node.name} (`apt-get install -y fio` "
                                      "or `dnf install -y fio`), then `clustereval run --resume RUN_DIR --phases "
