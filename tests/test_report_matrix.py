@@ -240,6 +240,21 @@ def partial_run() -> dict:
     return rec
 
 
+def newest_torch_refused() -> dict:
+    """The PyTorch index listed a newer torch that pip could not install; pip's own index gave the venv."""
+    from clustereval.phases.evalpython import not_newest_gap
+
+    rec = full_run(1, 1, shared=False)
+    ev = rec["evalpython"]
+    ev.source, ev.index_kind, ev.index_url, ev.torch, ev.newest_on_index = ("default-index", "default", "",
+                                                                          "2.11.0+cu130", "2.11.0+cu130")
+    ev.refused_newest, ev.refused_url = "2.12.0+cu130", "https://download.pytorch.org/whl/cu130"
+    ev.refused_why = "ERROR: No matching distribution found for torch==2.12.0+cu130"
+    ev.verified_newest = False
+    ev.gaps = [not_newest_gap(ev, ["torch==2.11.0+cu130"])]
+    return rec
+
+
 def one_gpu_no_shared() -> dict:
     return full_run(1, 1, shared=False)
 
@@ -262,6 +277,7 @@ MATRIX = {
     "two shared mounts grouped": lambda: grouped_mounts(True),
     "two shared mounts not grouped": lambda: grouped_mounts(False),
     "partial run": partial_run,
+    "newest torch not installable": newest_torch_refused,
 }
 
 

@@ -42,9 +42,6 @@ def _files_holding(root, needle: bytes) -> list[str]:
 
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting the planted overlay needs root")
-@pytest.mark.xfail(strict=True, reason="known defect since the eval-Python fallback chain landed: the run no "
-                   "longer says on the console that it took torch 99.0.0 from the planted index, so the test cannot "
-                   "show the token-carrying index was used (the redaction checks after it are not reached)")
 def test_a_planted_token_reaches_no_file_and_no_console_line(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -169,6 +169,8 @@ class EvalPythonPhase:
                 if self._build_venv(ctx, rec, pip_args, [f"torch=={latest}"]):
                     rec.source = "pytorch-index"
                     return True
+                rec.refused_newest, rec.refused_url = latest, url
+                rec.refused_why = rec.tried[-1].split(": ", 1)[-1] if rec.tried else "no output"
                 return False
             rec.tried.append(f"PyTorch index {tag}: " + _last(res.stderr or res.stdout))
         return False
@@ -300,6 +302,14 @@ class EvalPythonPhase:
 def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
     where = ("the PyTorch wheel index for `" + rec.index_tag + "`" if rec.index_kind == "pytorch"
              else "the index pip is configured with")
+    if rec.refused_newest and base_version(rec.torch) != base_version(rec.refused_newest):
+        return Gap(phase="evalpython",
+                   text=f"Every benchmark ran on torch {rec.torch} from {where}: the PyTorch wheel index for "
+                        f"`{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at eval time, "
+                        f"which could not be installed ({_no_paths(rec.refused_why)}).",
+                   plan=f"make torch {rec.refused_newest} installable from that index on the nodes (the error "
+                        f"above says why it was not), {PLAN_RUN_AGAIN}; or accept torch {rec.torch} as the version "
+                        "settled for")
     if rec.torch.endswith("+cpu") and rec.index_kind == "default":
         why = "it is the newest CPU build listed there; the newest release is a build with the CUDA libraries"
     elif torch_spec == ["torch"]:

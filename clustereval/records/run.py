@@ -96,4 +96,8 @@ class EvalPythonRecord(PhaseRecord):
     index_tag: str = ""  # cu130 | ... | cpu: the build the driver asked for
     verified_newest: bool = False  # torch == the newest on that index at eval time
     tried: list[str] = field(default_factory=list)  # "cu130: <why it was not used>"
+    # a later step built the venv after the PyTorch index's newest torch could not be installed:
+    refused_newest: str = ""  # that newest torch ("2.12.0+cu130"), so the Gap can name it
+    refused_url: str = ""  # the PyTorch index (tag included) that listed it
+    refused_why: str = ""  # the last line pip said
     executables: dict[str, str] = field(default_factory=dict)  # node -> sys.executable the interpreter resolves to
