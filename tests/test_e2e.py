@@ -55,13 +55,14 @@ def test_readme_run_command_on_this_machine(tmp_path):
     assert _leftover_files(scratch) == []
 
 
-@pytest.mark.timeout(1500)  # the eval Python is a venv built from pip's configured index here
+@pytest.mark.timeout(1500)
 def test_ctrl_c_then_resume_completes_the_report(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     cfg = tmp_path / "cluster.toml"
+    # this machine's own interpreter: the README test above builds the venv; this one is about Ctrl-C
     cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
-                   'install_packages = false\n')
+                   f'install_packages = false\neval_python = "{sys.executable}"\n')
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cfg), "--profile", "smoke"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -65,8 +65,12 @@ def test_a_planted_token_reaches_no_file_and_no_console_line(tmp_path):
         cfg = tmp_path / "cluster.toml"
         cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
                        f'torch_index = "http://evaluser:{TOKEN}@127.0.0.1:{port}/whl"\n')
+        # pip's own configuration gives no torch either (no config files, an index that refuses), so the
+        # run goes on to the node's python3 without a venv build of minutes
+        no_pip_index = {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": "",
+                        "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
         run = run_cli("run", "--config", str(cfg), "--profile", "smoke", "--phases", "evalpython,environment",
-                      cwd=tmp_path, timeout=600)
+                      cwd=tmp_path, timeout=600, env=no_pip_index)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
         if "server" in locals():

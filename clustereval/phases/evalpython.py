@@ -201,9 +201,10 @@ class EvalPythonPhase:
             rec.tried.append("fallback_python: " + "; ".join(g.text for g in probe.gaps))
             return False
         probe.source, probe.mode, probe.tried, probe.index_tag = "fallback-python", "fallback", rec.tried, rec.index_tag
+        why = (_refused(rec) + ", and the index pip is configured with gave no torch" if rec.refused_newest else
+               "Neither the PyTorch wheel index nor the index pip is configured with gave torch to the nodes")
         probe.gaps.append(Gap(phase=self.name,
-                              text=f"Neither the PyTorch wheel index nor the index pip is configured with gave torch to "
-                                   f"the nodes, so the benchmarks ran with the interpreter `fallback_python` in "
+                              text=f"{why}, so the benchmarks ran with the interpreter `fallback_python` in "
                                    f"cluster.toml names (torch {probe.torch}), which could not be verified as the "
                                    "newest release.",
                               plan=_route_plan(rec.index_tag)))
@@ -216,9 +217,10 @@ class EvalPythonPhase:
                     "`fallback_python` in cluster.toml")
         if rec.status == "failed":
             return
+        why = (_refused(rec) + ", and the index pip is configured with gave no torch" if rec.refused_newest else
+               "The nodes could not reach the PyTorch wheel index or get torch from the index pip is configured with")
         rec.gaps.append(Gap(phase=self.name,
-                            text=f"The nodes could not reach the PyTorch wheel index or get torch from the index pip is "
-                                 f"configured with, so the benchmarks ran on the node's own `python3` (torch "
+                            text=f"{why}, so the benchmarks ran on the node's own `python3` (torch "
                                  f"{rec.torch or 'unknown'}), whose torch could not be verified as the newest release.",
                             plan=_route_plan(rec.index_tag) + ", or name an interpreter with the newest torch as "
                                  "`fallback_python` in cluster.toml"))
@@ -304,9 +306,7 @@ def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
              else "the index pip is configured with")
     if rec.refused_newest and base_version(rec.torch) != base_version(rec.refused_newest):
         return Gap(phase="evalpython",
-                   text=f"Every benchmark ran on torch {rec.torch} from {where}: the PyTorch wheel index for "
-                        f"`{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at eval time, "
-                        f"which could not be installed ({_no_paths(rec.refused_why)}).",
+                   text=f"Every benchmark ran on torch {rec.torch} from {where}: t{_refused(rec)[1:]}.",
                    plan=f"make torch {rec.refused_newest} installable from that index on the nodes (the error "
                         f"above says why it was not), {PLAN_RUN_AGAIN}; or accept torch {rec.torch} as the version "
                         "settled for")
@@ -320,6 +320,12 @@ def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
                text=f"Every benchmark ran on torch {rec.torch}, which is not the newest release on {where} at eval "
                     f"time ({rec.newest_on_index}): {why}.",
                plan=_route_plan(rec.index_tag) + "; or accept torch " + rec.torch + " as the version settled for")
+
+
+def _refused(rec: EvalPythonRecord) -> str:
+    """'The PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
+    return (f"The PyTorch wheel index for `{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at "
+            f"eval time, which could not be installed ({_no_paths(rec.refused_why)})")
 
 
 def _copy_into(rec: EvalPythonRecord, probe: EvalPythonRecord, keep_gaps: bool = False) -> None:
