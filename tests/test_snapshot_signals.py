@@ -12,6 +12,7 @@ from clustereval.analysis.drift import version_drift
 from clustereval.analysis.snapshot import THRESHOLDS, evaluate, format_signal, threshold_table
 from clustereval.probes import snapshot_gpu as gpu
 from clustereval.probes import snapshot_host as host
+from clustereval.probes.df import parse_df
 from clustereval.probes.snapshot_script import parse_output, split_sections
 from clustereval.probes.xid import parse_xid_lines
 from tests.snapshot_helpers import FIXTURES, H200, captured, h200_sections, script_output
@@ -66,10 +67,10 @@ def test_nvlink_topo_apps_real():
 
 def test_host_parsers_real():
     assert parse_xid_lines(captured(H200 / "dmesg-xid.txt")) == []  # NVRM lines, no Xid
-    (shm,) = host.parse_df(captured(H200 / "shm-loadavg.txt"))
-    assert shm.mount == "/dev/shm" and shm.size_bytes == 256 * 2**30 and shm.use_pct == 0
-    rows = host.parse_df(captured(H200 / "mounts.txt"))
-    assert [(r.mount, r.fstype, r.use_pct) for r in rows] == [("/dev/shm", "tmpfs", 0), ("/", "ext4", 12)]
+    (shm,) = parse_df(captured(H200 / "shm-loadavg.txt"))
+    assert shm.target == "/dev/shm" and shm.size_bytes == 256 * 2**30 and shm.use_pct == 0
+    rows = parse_df(captured(H200 / "mounts.txt"))
+    assert [(r.target, r.fstype, r.use_pct) for r in rows] == [("/dev/shm", "tmpfs", 0), ("/", "ext4", 12)]
     (sample,) = host.parse_proc_stat(captured(H200 / "shm-loadavg.txt"))
     assert (sample.user, sample.system, sample.idle, sample.iowait) == (798, 1000, 101960, 255)
     # the VM exposes no scaling_governor: cat fails, nothing to count
@@ -369,6 +370,6 @@ def test_docs_table_matches_the_code():
 def test_parsers_never_raise_on_fixture_text(name):
     text = (FIXTURES / "dmesg" / name).read_text()
     for fn in (gpu.parse_query_gpu, gpu.parse_smi_q, gpu.parse_nvlink_status, gpu.parse_topo,
-               gpu.parse_compute_apps, host.parse_df, host.parse_lfs_df, host.parse_rdma_ports,
+               gpu.parse_compute_apps, parse_df, host.parse_lfs_df, host.parse_rdma_ports,
                host.parse_proc_stat, host.parse_governors):
         fn(text)

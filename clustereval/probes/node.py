@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from clustereval.probes import (
+    df,
     filesystems,
     host,
     lscpu,
@@ -40,7 +41,7 @@ TOOLS: dict[str, Callable[[], list[str]]] = {
     "sys-class-infiniband": nics.sysfs_argv,
     "findmnt": mounts.findmnt_argv,
     "lsblk": mounts.lsblk_argv,
-    "df": mounts.df_argv,
+    "df": df.df_argv,
     "proc-mounts": mounts.proc_mounts_argv,
 }
 GPU_TOOLS = ("nvidia-smi-q", "nvidia-smi-topo-m", "nvidia-smi-nvlink-s", "nvidia-smi-compute-apps")
@@ -97,7 +98,7 @@ def assemble(node: str, index: int, outputs: Mapping[str, str], *, prefer: Seque
     if not table:
         table = mounts.parse_proc_mounts(out("proc-mounts", ""))
     env.filesystems = filesystems.inventory(table, mounts.parse_lsblk(out("lsblk", "")),
-                                            mounts.parse_df(out("df", "")), prefer)
+                                            df.parse_df_sizes(out("df", "")), prefer)
 
     sw = software_probe.parse(out(SOFTWARE, "")) if out(SOFTWARE) else None
     if sw is not None:

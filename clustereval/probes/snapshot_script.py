@@ -224,6 +224,7 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     """The whole script output as one node's readings (pure)."""
     from clustereval.probes import snapshot_gpu as gpu
     from clustereval.probes import snapshot_host as host
+    from clustereval.probes.df import parse_df
     from clustereval.probes.xid import parse_xid_lines
 
     secs = split_sections(text)
@@ -258,17 +259,17 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
         r.efa_provider_visible = secs["fi_efa"].ok and host.efa_provider_visible(secs["fi_efa"].text)
     r.nvswitch_devices, r.fabricmanager_service = host.parse_fabricmanager(text_of("fabricmanager"))
     r.governors = host.parse_governors(text_of("governor"))
-    shm = host.parse_df(text_of("shm"))
+    shm = parse_df(text_of("shm"))
     r.shm = shm[0] if shm else None
-    root = host.parse_df(text_of("root"))
+    root = parse_df(text_of("root"))
     r.root = root[0] if root else None
     seen: set[str] = set()
     for name in secs:
         if name.startswith("df "):
-            for row in host.parse_df(text_of(name)):
+            for row in parse_df(text_of(name)):
                 row.path = name[3:]
-                if row.mount not in seen:
-                    seen.add(row.mount)
+                if row.target not in seen:
+                    seen.add(row.target)
                     r.shared.append(row)
         elif name.startswith("lfs_df "):
             r.lustre.append(LustreMount(mount=name[7:], targets=host.parse_lfs_df(text_of(name))))

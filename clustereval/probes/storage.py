@@ -1,6 +1,7 @@
-"""Parsers for what the storage phase reads on a node: ``df`` for the scanned paths, and the
-layout tools of parallel filesystems (Lustre ``lfs``, GPFS ``mmlsfs`` / ``mmlsdisk``, BeeGFS
-``beegfs-ctl --getentryinfo``, NFS ``nfsstat -m``). Pure: text in, values out.
+"""Parsers for what the storage phase reads on a node: ``df`` for the scanned paths (parsed by
+``probes.df``, named here for the phase), and the layout tools of parallel filesystems (Lustre
+``lfs``, GPFS ``mmlsfs`` / ``mmlsdisk``, BeeGFS ``beegfs-ctl --getentryinfo``, NFS ``nfsstat -m``).
+Pure: text in, values out.
 """
 
 from __future__ import annotations
@@ -8,32 +9,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# argv of the df the phase runs (paths appended)
-DF_ARGV = ["df", "--block-size=1", "--output=source,fstype,size,avail,target", "--"]
+from clustereval.probes.df import DF_ARGV as _DF_ARGV
+from clustereval.probes.df import parse_df as parse_df
+from clustereval.records.environment import DfRow as DfRow
+
+# argv of the df the phase runs (paths appended); ``probes.df`` parses it
+DF_ARGV = [*_DF_ARGV, "--"]
 
 NETWORK_FSTYPES = {"lustre", "gpfs", "beegfs", "nfs", "nfs4", "cifs", "smb3", "virtiofs", "fuse.glusterfs",
                    "glusterfs", "cephfs", "ceph", "fuse.ceph", "wekafs", "fuse.weka", "9p", "fuse.juicefs",
                    "fuse.s3fs", "fuse.gcsfuse", "panfs", "fuse.sshfs", "sshfs", "fuse.mountpoint-s3"}
-
-@dataclass
-class DfRow:
-    source: str
-    fstype: str
-    size_bytes: int
-    avail_bytes: int
-    target: str  # mount point
-
-
-def parse_df(text: str) -> list[DfRow]:
-    """Rows of ``df --block-size=1 --output=source,fstype,size,avail,target``."""
-    rows = []
-    for line in text.splitlines():
-        parts = line.split(None, 4)
-        if len(parts) < 5 or not parts[2].isdigit():
-            continue  # the header or a line df could not fill
-        rows.append(DfRow(parts[0], parts[1], int(parts[2]), int(parts[3]) if parts[3].isdigit() else 0,
-                          parts[4].strip()))
-    return rows
 
 
 def is_network(fstype: str) -> bool:

@@ -71,6 +71,20 @@ class NicInfo:
 
 
 @dataclass
+class DfRow:
+    """One filesystem's line of ``df``."""
+
+    source: str
+    size_bytes: int
+    target: str  # the mount point ("Mounted on")
+    fstype: str = ""  # "" when df was run without -T
+    used_bytes: int = 0
+    avail_bytes: int = 0
+    use_pct: float = 0.0
+    path: str = ""  # the path df was asked about (a configured shared path may sit below the mount)
+
+
+@dataclass
 class FilesystemInfo:
     """One distinct backing volume (bind mounts and /tmp-on-/ already folded in)."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
+from clustereval.records.environment import DfRow
 
 LEVELS = ("CONCERN", "INFO", "OK")  # print order within a node is the collection order
 
@@ -145,18 +146,6 @@ class CpuTimes:
         # guest time is already counted in user / nice
         return (self.user + self.nice + self.system + self.idle + self.iowait + self.irq
                 + self.softirq + self.steal)
-
-
-@dataclass
-class DfRow:
-    source: str
-    size_bytes: int
-    used_bytes: int
-    avail_bytes: int
-    use_pct: float
-    mount: str
-    fstype: str = ""
-    path: str = ""  # the path df was asked about (a configured shared path may sit below the mount)
 
 
 @dataclass
