@@ -7,6 +7,7 @@ from pathlib import Path
 from clustereval.probes import df as df_probe
 from clustereval.probes import (
     filesystems,
+    gpu_procs,
     host,
     lscpu,
     mounts,
@@ -87,11 +88,11 @@ def test_query_argv_has_the_runbook_fields():
 
 
 def test_compute_apps_empty_and_mapped():
-    assert nvsmi_query.parse_apps(read("h200x2/nvidia-smi-compute-apps.csv")) == []
+    assert gpu_procs.describe_compute_apps(read("h200x2/nvidia-smi-compute-apps.csv")) == []
     gpus = nvsmi_query.parse(read("h200x2/nvidia-smi-query-gpu.csv"))
     text = ("pid, used_gpu_memory [MiB], process_name, gpu_uuid\n"
             "4242, 1024 MiB, python, GPU-6694dc7c-be51-33ec-e369-88986d706a6f\n")
-    assert nvsmi_query.parse_apps(text, gpus) == ["gpu1 pid 4242 python 1024 MiB"]
+    assert gpu_procs.describe_compute_apps(text, gpus) == ["gpu1 pid 4242 python 1024 MiB"]
 
 
 def test_nvidia_smi_q_h200():

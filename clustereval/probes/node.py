@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from clustereval.probes import (
     df,
     filesystems,
+    gpu_procs,
     host,
     lscpu,
     mounts,
@@ -35,7 +36,7 @@ TOOLS: dict[str, Callable[[], list[str]]] = {
     "nvidia-smi-q": nvsmi_q.build_argv,
     "nvidia-smi-topo-m": nvsmi_topo.build_argv,
     "nvidia-smi-nvlink-s": nvsmi_nvlink.build_argv,
-    "nvidia-smi-compute-apps": nvsmi_query.apps_argv,
+    "nvidia-smi-compute-apps": gpu_procs.compute_apps_argv,
     "ibstat": nics.ibstat_argv,
     "rdma-link": nics.rdma_argv,
     "sys-class-infiniband": nics.sysfs_argv,
@@ -89,7 +90,7 @@ def assemble(node: str, index: int, outputs: Mapping[str, str], *, prefer: Seque
     topo = nvsmi_topo.parse(out("nvidia-smi-topo-m", ""))
     env.topo_matrix = out("nvidia-smi-topo-m", "")
     env.nvlink = nvsmi_nvlink.summarize(nvsmi_nvlink.parse(out("nvidia-smi-nvlink-s", "")), topo.bond())
-    env.compute_processes = nvsmi_query.parse_apps(out("nvidia-smi-compute-apps", ""), env.gpus)
+    env.compute_processes = gpu_procs.describe_compute_apps(out("nvidia-smi-compute-apps", ""), env.gpus)
 
     env.nics = nics.merge(nics.parse_ibstat(out("ibstat", "")), nics.parse_rdma_link(out("rdma-link", "")),
                           nics.parse_sysfs(out("sys-class-infiniband", "")))

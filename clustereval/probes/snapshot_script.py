@@ -19,20 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clustereval.probes.gpu_procs import COMPUTE_APPS_FIELDS
+from clustereval.probes.nvsmi_query import SNAPSHOT_FIELDS, SNAPSHOT_FIELDS_MINIMAL
 from clustereval.records.snapshot import LustreMount, NodeReadings, ToolStatus
-
-# nvidia-smi fields, in one place. ``clocks_throttle_reasons.active`` is accepted by old and new
-# drivers (new ones print the header as clocks_event_reasons.active).
-GPU_QUERY_FIELDS = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "temperature.gpu", "clocks.sm",
-    "clocks.max.sm", "clocks_throttle_reasons.active", "pcie.link.gen.current", "pcie.link.gen.max",
-    "pcie.link.width.current", "pcie.link.width.max", "ecc.errors.uncorrected.volatile.total",
-    "power.draw", "power.limit", "memory.total", "utilization.gpu",
-)
-# Fallback when a field above is unknown to an old driver (the whole query fails then).
-GPU_QUERY_MINIMAL = ("index", "name", "uuid", "pci.bus_id", "driver_version", "temperature.gpu",
-                     "clocks.sm", "clocks.max.sm", "memory.total")
-COMPUTE_APPS_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 
 # Filesystem types that are network or parallel filesystems (shared between nodes).
 SHARED_FSTYPES = ("lustre", "nfs", "nfs4", "beegfs", "gpfs", "cifs", "smb3", "ceph", "fuse.ceph",
@@ -151,8 +140,8 @@ done
 
 
 def build_script() -> str:
-    return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(GPU_QUERY_MINIMAL))
-            .replace("@@QUERY@@", ",".join(GPU_QUERY_FIELDS))
+    return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(SNAPSHOT_FIELDS_MINIMAL))
+            .replace("@@QUERY@@", ",".join(SNAPSHOT_FIELDS))
             .replace("@@APPS@@", ",".join(COMPUTE_APPS_FIELDS))
             .replace("@@SHARED@@", ",".join(SHARED_FSTYPES)))
 
@@ -225,6 +214,8 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     from clustereval.probes import snapshot_gpu as gpu
     from clustereval.probes import snapshot_host as host
     from clustereval.probes.df import parse_df
+    from clustereval.probes.gpu_procs import parse_compute_apps
+    from clustereval.probes.nvsmi_query import parse_rows
     from clustereval.probes.xid import parse_xid_lines
 
     secs = split_sections(text)
@@ -241,14 +232,14 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     r.system_model = " ".join(ln.strip() for ln in text_of("system").splitlines() if ln.strip())
     r.addresses = [m.group(1) for m in re.finditer(r"\binet (\d+\.\d+\.\d+\.\d+/\d+)", text_of("net"))]
     r.cpu_samples = host.parse_proc_stat(text_of("stat"))
-    r.gpus = gpu.parse_query_gpu(text_of("nvsmi_query"))
+    r.gpus = parse_rows(text_of("nvsmi_query"))
     smi_q = gpu.parse_smi_q(text_of("nvsmi_q"))
     r.gpu_details = smi_q.gpus
     r.driver_version = smi_q.driver_version or next((g.driver_version for g in r.gpus), "")
     r.cuda_driver_version = smi_q.cuda_version
     r.nvlinks = gpu.parse_nvlink_status(text_of("nvsmi_nvlink"))
     r.topology = gpu.parse_topo(text_of("nvsmi_topo"))
-    r.processes = gpu.parse_compute_apps(text_of("nvsmi_apps"))
+    r.processes = parse_compute_apps(text_of("nvsmi_apps"))
     r.xids = parse_xid_lines(text_of("xid"))
     for g in r.gpus:
         g.pci_bus_id = gpu.normalize_bus_id(g.pci_bus_id) if g.pci_bus_id else ""

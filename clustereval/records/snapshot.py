@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
-from clustereval.records.environment import DfRow
+from clustereval.records.environment import DfRow, GpuProcess, GpuQuery
 
 LEVELS = ("CONCERN", "INFO", "OK")  # print order within a node is the collection order
 
@@ -30,30 +30,6 @@ class ToolStatus:
     @property
     def timed_out(self) -> bool:
         return self.rc in (124, 137)
-
-
-@dataclass
-class GpuQuery:
-    """One row of ``nvidia-smi --query-gpu ... --format=csv``; None where the driver said N/A."""
-
-    index: int
-    name: str = ""
-    uuid: str = ""
-    pci_bus_id: str = ""
-    driver_version: str = ""
-    temperature_c: float | None = None
-    clocks_sm_mhz: float | None = None
-    clocks_max_sm_mhz: float | None = None
-    clock_event_mask: int | None = None  # NVML clock event reasons, active bits
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    ecc_uncorrected_volatile: int | None = None
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None
-    memory_total_mib: float | None = None
-    utilization_pct: float | None = None
 
 
 @dataclass
@@ -109,14 +85,6 @@ class Topology:
 
     def gpu_pairs(self) -> list[TopoLink]:
         return [t for t in self.links if t.a in self.gpus and t.b in self.gpus]
-
-
-@dataclass
-class GpuProcess:
-    pid: int
-    name: str
-    used_mib: float | None = None
-    gpu_uuid: str = ""
 
 
 @dataclass
