@@ -16,6 +16,7 @@ from clustereval.probes.df import parse_df
 from clustereval.probes.gpu_procs import parse_compute_apps
 from clustereval.probes.nvsmi_query import parse_rows
 from clustereval.probes.snapshot_script import parse_output, split_sections
+from clustereval.probes.storage import parse_lfs_df
 from clustereval.probes.xid import parse_xid_lines
 from tests.snapshot_helpers import FIXTURES, H200, captured, h200_sections, script_output
 
@@ -238,7 +239,7 @@ def test_infiniband_port_slower_than_siblings():
 
 
 def test_lustre_ost_imbalance_full_and_inactive():
-    targets = host.parse_lfs_df((FIXTURES / "lfs-df/handmade-ost-imbalance.txt").read_text())
+    targets = parse_lfs_df((FIXTURES / "lfs-df/handmade-ost-imbalance.txt").read_text()).targets
     assert [(t.kind, t.index, t.use_pct, t.inactive) for t in targets] == [
         ("MDT", 0, 1, False), ("OST", 0, 40, False), ("OST", 1, 95, False), ("OST", 2, 42, False),
         ("OST", 3, 0, True)]
@@ -372,6 +373,6 @@ def test_docs_table_matches_the_code():
 def test_parsers_never_raise_on_fixture_text(name):
     text = (FIXTURES / "dmesg" / name).read_text()
     for fn in (parse_rows, gpu.parse_smi_q, gpu.parse_nvlink_status, gpu.parse_topo,
-               parse_compute_apps, parse_df, host.parse_lfs_df, host.parse_rdma_ports,
+               parse_compute_apps, parse_df, parse_lfs_df, host.parse_rdma_ports,
                host.parse_proc_stat, host.parse_governors):
         fn(text)

@@ -1,4 +1,4 @@
-"""Host-side parsers for the snapshot: /proc/stat, CPU governors, ``lfs df``, RDMA ports from
+"""Host-side parsers for the snapshot: /proc/stat, CPU governors, RDMA ports from
 sysfs, ``fi_info``, Fabric Manager, and the version strings compared across nodes. Pure.
 """
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from clustereval.records.snapshot import CpuTimes, LustreTarget, RdmaPort
+from clustereval.records.snapshot import CpuTimes, RdmaPort
 
 # ---- CPU ---------------------------------------------------------------------------------
 
@@ -43,27 +43,6 @@ def parse_governors(text: str) -> dict[str, int]:
 
 
 # ---- filesystems -------------------------------------------------------------------------
-
-
-_LFS_LINE = re.compile(
-    r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)%\s+\S+")
-_LFS_INACTIVE = re.compile(r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s*:?\s*(inactive device|.*(?:unavailable|Resource temporarily))")
-
-
-def parse_lfs_df(text: str) -> list[LustreTarget]:
-    targets: list[LustreTarget] = []
-    for line in text.splitlines():
-        m = _LFS_LINE.match(line.strip())
-        if m:
-            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
-                                        size_kib=int(m.group(4)), used_kib=int(m.group(5)),
-                                        avail_kib=int(m.group(6)), use_pct=float(m.group(7))))
-            continue
-        m = _LFS_INACTIVE.match(line.strip())
-        if m:
-            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
-                                        size_kib=0, used_kib=0, avail_kib=0, use_pct=0.0, inactive=True))
-    return targets
 
 
 # ---- RDMA --------------------------------------------------------------------------------

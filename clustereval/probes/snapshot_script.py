@@ -216,6 +216,7 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     from clustereval.probes.df import parse_df
     from clustereval.probes.gpu_procs import parse_compute_apps
     from clustereval.probes.nvsmi_query import parse_rows
+    from clustereval.probes.storage import parse_lfs_df
     from clustereval.probes.xid import parse_xid_lines
 
     secs = split_sections(text)
@@ -263,7 +264,7 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
                     seen.add(row.target)
                     r.shared.append(row)
         elif name.startswith("lfs_df "):
-            r.lustre.append(LustreMount(mount=name[7:], targets=host.parse_lfs_df(text_of(name))))
+            r.lustre.append(LustreMount(mount=name[7:], targets=parse_lfs_df(text_of(name)).targets))
     r.versions = _versions(r, secs, host)
     return r
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
 from clustereval.records.environment import DfRow, GpuProcess, GpuQuery
+from clustereval.records.storage import LustreTarget
 
 LEVELS = ("CONCERN", "INFO", "OK")  # print order within a node is the collection order
 
@@ -114,20 +115,6 @@ class CpuTimes:
         # guest time is already counted in user / nice
         return (self.user + self.nice + self.system + self.idle + self.iowait + self.irq
                 + self.softirq + self.steal)
-
-
-@dataclass
-class LustreTarget:
-    """One MDT or OST line of ``lfs df`` (sizes in KiB, as lfs prints them)."""
-
-    uuid: str  # fsname-OST0003_UUID
-    kind: str  # "OST" | "MDT"
-    index: int
-    size_kib: int = 0
-    used_kib: int = 0
-    avail_kib: int = 0
-    use_pct: float = 0.0
-    inactive: bool = False
 
 
 @dataclass
