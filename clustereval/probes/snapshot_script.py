@@ -19,8 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clustereval.probes.gpu_procs import COMPUTE_APPS_FIELDS
-from clustereval.probes.nvsmi_query import SNAPSHOT_FIELDS, SNAPSHOT_FIELDS_MINIMAL
+from clustereval.probes.df import DF_ARGV, parse_df
+from clustereval.probes.gpu_procs import COMPUTE_APPS_FIELDS, parse_compute_apps
+from clustereval.probes.nvsmi_query import SNAPSHOT_FIELDS, SNAPSHOT_FIELDS_MINIMAL, parse_rows
+from clustereval.probes.storage import parse_lfs_df
 from clustereval.records.snapshot import LustreMount, NodeReadings, ToolStatus
 
 # Filesystem types that are network or parallel filesystems (shared between nodes).
@@ -123,13 +125,13 @@ if command -v systemctl >/dev/null 2>&1; then printf 'service: %s\n' "$($TMO 10 
 rc 0
 sec governor
 cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c; rc 0
-sec shm; $TMO 10 df -P -B1 /dev/shm 2>&1; rc $?
-sec root; $TMO 10 df -P -B1 / 2>&1; rc $?
+sec shm; $TMO 10 @@DF@@ -- /dev/shm 2>&1; rc $?
+sec root; $TMO 10 @@DF@@ -- / 2>&1; rc $?
 sec mounts; cat /proc/mounts 2>&1; rc $?
 shared=$(awk -v t="@@SHARED@@" 'BEGIN{n=split(t,a,",");for(i=1;i<=n;i++)s[a[i]]=1} ($3 in s){print $2}' /proc/mounts 2>/dev/null)
 for m in $shared "$@"; do
   [ -n "$m" ] || continue
-  sec "df $m"; $TMO 10 df -P -T -B1 -- "$m" 2>&1; rc $?
+  sec "df $m"; $TMO 10 @@DF@@ -- "$m" 2>&1; rc $?
   fstype=$(awk -v m="$m" '$2==m{t=$3} END{print t}' /proc/mounts)
   if [ "$fstype" = lustre ]; then
     sec "lfs_df $m"
@@ -143,7 +145,8 @@ def build_script() -> str:
     return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(SNAPSHOT_FIELDS_MINIMAL))
             .replace("@@QUERY@@", ",".join(SNAPSHOT_FIELDS))
             .replace("@@APPS@@", ",".join(COMPUTE_APPS_FIELDS))
-            .replace("@@SHARED@@", ",".join(SHARED_FSTYPES)))
+            .replace("@@SHARED@@", ",".join(SHARED_FSTYPES))
+            .replace("@@DF@@", " ".join(DF_ARGV)))
 
 
 def build_argv(*, python: str = "python3", shared_paths: tuple[str, ...] | list[str] = (),
@@ -154,19 +157,10 @@ def build_argv(*, python: str = "python3", shared_paths: tuple[str, ...] | list[
 
 
 @dataclass
-class Section:
-    name: str
+class Section(ToolStatus):
+    """One section of the script's output: how its tool went, and what it printed."""
+
     text: str = ""
-    rc: int | None = None  # None: the script ended before the section did
-    missing: str = ""  # the tool that is not installed
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.missing
-
-    @property
-    def timed_out(self) -> bool:
-        return self.rc in (124, 137)
 
 
 def split_sections(text: str) -> dict[str, Section]:
@@ -178,7 +172,7 @@ def split_sections(text: str) -> dict[str, Section]:
     def close() -> None:
         if current is not None:
             current.text = "\n".join(lines).strip("\n")
-            sections[current.name] = current
+            sections[current.section] = current
 
     for line in text.splitlines():
         if line.startswith("@@ce-rc "):
@@ -192,7 +186,7 @@ def split_sections(text: str) -> dict[str, Section]:
                 current.missing = line[13:].strip()
         elif line.startswith("@@ce "):
             close()
-            current = Section(name=line[5:].strip())
+            current = Section(section=line[5:].strip(), rc=None)  # None: the script ended before the section did
             lines = []
         elif current is not None:
             lines.append(line)
@@ -205,7 +199,7 @@ def _status(sec: Section) -> ToolStatus:
     if not sec.ok and not sec.missing:
         lines = [ln.strip() for ln in sec.text.splitlines() if ln.strip()]
         error = lines[-1] if lines else ""
-    return ToolStatus(section=sec.name, rc=sec.rc, missing=sec.missing, error=error)
+    return ToolStatus(section=sec.section, rc=sec.rc, missing=sec.missing, error=error)
 
 
 def parse_output(node: str, text: str, *, sample_s: float = 0.0,
@@ -213,10 +207,6 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     """The whole script output as one node's readings (pure)."""
     from clustereval.probes import snapshot_gpu as gpu
     from clustereval.probes import snapshot_host as host
-    from clustereval.probes.df import parse_df
-    from clustereval.probes.gpu_procs import parse_compute_apps
-    from clustereval.probes.nvsmi_query import parse_rows
-    from clustereval.probes.storage import parse_lfs_df
     from clustereval.probes.xid import parse_xid_lines
 
     secs = split_sections(text)
