@@ -114,7 +114,7 @@ def _int(value: float | None) -> int:
     return int(value) if value is not None else 0
 
 
-def gpu_info(q: GpuQuery) -> GpuInfo:
+def to_gpu_info(q: GpuQuery) -> GpuInfo:
     """The environment's inventory row: absent cells become 0 / ''."""
     return GpuInfo(
         index=q.index, name=_text(q.name), uuid=_text(q.uuid), serial=_text(q.serial),
@@ -133,4 +133,4 @@ def gpu_info(q: GpuQuery) -> GpuInfo:
 
 def parse(text: str) -> list[GpuInfo]:
     """One ``GpuInfo`` per row; absent cells (``[N/A]``) become 0 / ''. No header: no GPUs."""
-    return [gpu_info(q) for q in parse_rows(text)]
+    return [to_gpu_info(q) for q in parse_rows(text)]
