@@ -25,9 +25,8 @@ _DEFAULT_COLUMNS = ["source", "fstype", "size", "used", "avail", "use", "target"
 _SIZE_CELL = re.compile(r"\d+(?:\.\d+)?[KMGTPE]?")
 
 
-def df_argv(*paths: str) -> list[str]:
-    """``df -P -T -B1``, for the given paths only when there are some."""
-    return [*DF_ARGV, "--", *paths] if paths else list(DF_ARGV)
+def df_argv() -> list[str]:
+    return list(DF_ARGV)
 
 
 def _columns(header: str) -> list[str]:
