@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clustereval.probes import df as df_probe
 from clustereval.probes import (
     filesystems,
+    gpu_procs,
     host,
     lscpu,
     mounts,
@@ -86,11 +88,11 @@ def test_query_argv_has_the_runbook_fields():
 
 
 def test_compute_apps_empty_and_mapped():
-    assert nvsmi_query.parse_apps(read("h200x2/nvidia-smi-compute-apps.csv")) == []
+    assert gpu_procs.describe_compute_apps(read("h200x2/nvidia-smi-compute-apps.csv")) == []
     gpus = nvsmi_query.parse(read("h200x2/nvidia-smi-query-gpu.csv"))
     text = ("pid, used_gpu_memory [MiB], process_name, gpu_uuid\n"
             "4242, 1024 MiB, python, GPU-6694dc7c-be51-33ec-e369-88986d706a6f\n")
-    assert nvsmi_query.parse_apps(text, gpus) == ["gpu1 pid 4242 python 1024 MiB"]
+    assert gpu_procs.describe_compute_apps(text, gpus) == ["gpu1 pid 4242 python 1024 MiB"]
 
 
 def test_nvidia_smi_q_h200():
@@ -195,7 +197,7 @@ def test_h200_mounts_are_one_root_row():
     out = h200x2_outputs()
     table = mounts.parse_findmnt(out["findmnt"])
     assert ("/", "/dev/vda", "ext4") in [(m.target, m.source, m.fstype) for m in table]
-    df = mounts.parse_df(out["df"])
+    df = df_probe.parse_df_sizes(out["df"])
     assert [(d.target, d.fstype) for d in df] == [("/dev/shm", "tmpfs"), ("/", "ext4")]
     blocks = mounts.parse_lsblk(out["lsblk"])
     assert [(b.name, b.mountpoint) for b in blocks] == [("zram0", ""), ("vda", "/"), ("vdb", "/usr/local/nvidia")]
@@ -238,7 +240,7 @@ def test_virtiofs_tag_is_the_source():
 
 
 def test_df_wrapped_source_and_sizes_only():
-    rows = mounts.parse_df(read("df/wrapped-long-source.txt"))
+    rows = df_probe.parse_df_sizes(read("df/wrapped-long-source.txt"))
     assert [(r.target, r.fstype) for r in rows] == [("/", "overlay"), ("/dev", "tmpfs"), ("/fsx", "lustre"),
                                                     ("/etc/hosts", "xfs")]
     assert rows[2].source.startswith("10.1.2.3@tcp:/") and rows[0].size_bytes == int(3.5 * 2**40)

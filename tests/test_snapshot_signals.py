@@ -12,7 +12,11 @@ from clustereval.analysis.drift import version_drift
 from clustereval.analysis.snapshot import THRESHOLDS, evaluate, format_signal, threshold_table
 from clustereval.probes import snapshot_gpu as gpu
 from clustereval.probes import snapshot_host as host
+from clustereval.probes.df import parse_df
+from clustereval.probes.gpu_procs import parse_compute_apps
+from clustereval.probes.nvsmi_query import parse_rows
 from clustereval.probes.snapshot_script import parse_output, split_sections
+from clustereval.probes.storage import parse_lfs_df
 from clustereval.probes.xid import parse_xid_lines
 from tests.snapshot_helpers import FIXTURES, H200, captured, h200_sections, script_output
 
@@ -32,7 +36,7 @@ def lines(signals, level: str | None = None, key: str | None = None) -> list[str
 # ---- parsers on the real captures ----------------------------------------------------------
 
 def test_query_gpu_csv_real():
-    gpus = gpu.parse_query_gpu(captured(H200 / "nvidia-smi-query-gpu.csv"))
+    gpus = parse_rows(captured(H200 / "nvidia-smi-query-gpu.csv"))
     assert [g.index for g in gpus] == [0, 1]
     g = gpus[0]
     assert (g.name, g.temperature_c, g.clocks_sm_mhz, g.clocks_max_sm_mhz) == ("NVIDIA H200", 35, 345, 1980)
@@ -61,15 +65,15 @@ def test_nvlink_topo_apps_real():
     topo = gpu.parse_topo(captured(H200 / "nvidia-smi-topo-m.txt"))
     assert topo.gpus == ["GPU0", "GPU1"]
     assert [(t.a, t.b, t.kind) for t in topo.gpu_pairs()] == [("GPU0", "GPU1", "NV18")]
-    assert gpu.parse_compute_apps(captured(H200 / "nvidia-smi-compute-apps.csv")) == []
+    assert parse_compute_apps(captured(H200 / "nvidia-smi-compute-apps.csv")) == []
 
 
 def test_host_parsers_real():
     assert parse_xid_lines(captured(H200 / "dmesg-xid.txt")) == []  # NVRM lines, no Xid
-    (shm,) = host.parse_df(captured(H200 / "shm-loadavg.txt"))
-    assert shm.mount == "/dev/shm" and shm.size_bytes == 256 * 2**30 and shm.use_pct == 0
-    rows = host.parse_df(captured(H200 / "mounts.txt"))
-    assert [(r.mount, r.fstype, r.use_pct) for r in rows] == [("/dev/shm", "tmpfs", 0), ("/", "ext4", 12)]
+    (shm,) = parse_df(captured(H200 / "shm-loadavg.txt"))
+    assert shm.target == "/dev/shm" and shm.size_bytes == 256 * 2**30 and shm.use_pct == 0
+    rows = parse_df(captured(H200 / "mounts.txt"))
+    assert [(r.target, r.fstype, r.use_pct) for r in rows] == [("/dev/shm", "tmpfs", 0), ("/", "ext4", 12)]
     (sample,) = host.parse_proc_stat(captured(H200 / "shm-loadavg.txt"))
     assert (sample.user, sample.system, sample.idle, sample.iowait) == (798, 1000, 101960, 255)
     # the VM exposes no scaling_governor: cat fails, nothing to count
@@ -235,7 +239,7 @@ def test_infiniband_port_slower_than_siblings():
 
 
 def test_lustre_ost_imbalance_full_and_inactive():
-    targets = host.parse_lfs_df((FIXTURES / "lfs-df/handmade-ost-imbalance.txt").read_text())
+    targets = parse_lfs_df((FIXTURES / "lfs-df/handmade-ost-imbalance.txt").read_text()).targets
     assert [(t.kind, t.index, t.use_pct, t.inactive) for t in targets] == [
         ("MDT", 0, 1, False), ("OST", 0, 40, False), ("OST", 1, 95, False), ("OST", 2, 42, False),
         ("OST", 3, 0, True)]
@@ -368,7 +372,7 @@ def test_docs_table_matches_the_code():
 @pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "dmesg").iterdir()))
 def test_parsers_never_raise_on_fixture_text(name):
     text = (FIXTURES / "dmesg" / name).read_text()
-    for fn in (gpu.parse_query_gpu, gpu.parse_smi_q, gpu.parse_nvlink_status, gpu.parse_topo,
-               gpu.parse_compute_apps, host.parse_df, host.parse_lfs_df, host.parse_rdma_ports,
+    for fn in (parse_rows, gpu.parse_smi_q, gpu.parse_nvlink_status, gpu.parse_topo,
+               parse_compute_apps, parse_df, parse_lfs_df, host.parse_rdma_ports,
                host.parse_proc_stat, host.parse_governors):
         fn(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from clustereval.analysis.drift import nodes_by_value
 from clustereval.analysis.gpus import node_gpu_label
 from clustereval.analysis.specs import lookup_gpu, lookup_nic
 from clustereval.records import Finding
@@ -53,11 +54,9 @@ def drift(nodes: list[NodeEnvironment]) -> list[str]:
     """One line per item that differs across nodes: ``NVIDIA driver: 580.1 on a(node0); 575.2 on b(node1)``."""
     if len(nodes) < 2:
         return []
+    per_node = [(node_name(n), {label: value_of(n) for label, value_of in DRIFT_ITEMS}) for n in nodes]
     lines = []
-    for label, value_of in DRIFT_ITEMS:
-        groups: dict[str, list[str]] = {}
-        for n in nodes:
-            groups.setdefault(value_of(n) or "not reported", []).append(node_name(n))
+    for label, groups in nodes_by_value(per_node, missing="not reported").items():
         if len(groups) > 1:
             parts = [f"`{value}` on {', '.join(f'`{name}`' for name in names)}" for value, names in groups.items()]
             lines.append(f"{label}: " + "; ".join(parts))

@@ -193,16 +193,16 @@ def _storage(r: NodeReadings, out: Collector, t: Thresholds) -> None:
                         "df must answer", f"storage: is {path} mounted on this node?", subject=path)
     for row in r.shared:
         kind = f", {row.fstype}" if row.fstype else ""
-        label = (f"{row.path} (on {row.mount}{kind})" if row.path and row.path != row.mount
-                 else f"{row.mount}" + (f" ({row.fstype})" if row.fstype else ""))
+        label = (f"{row.path} (on {row.target}{kind})" if row.path and row.path != row.target
+                 else f"{row.target}" + (f" ({row.fstype})" if row.fstype else ""))
         if row.use_pct >= t.fullness_pct:
             out.concern("storage.shared", f"{label} {row.use_pct:g}% full ({fmt_bytes(row.avail_bytes)} free of "
                         f"{fmt_bytes(row.size_bytes)})", f">= {t.fullness_pct:g}% full",
                         f"storage: free space; a nearly full filesystem slows writes; `clustereval debug fs "
-                        f"{row.path or row.mount}`", subject=row.mount)
+                        f"{row.path or row.target}`", subject=row.target)
         else:
             out.ok("storage.shared", f"{label} {row.use_pct:g}% full ({fmt_bytes(row.avail_bytes)} free of "
-                   f"{fmt_bytes(row.size_bytes)})", subject=row.mount)
+                   f"{fmt_bytes(row.size_bytes)})", subject=row.target)
     for lm in r.lustre:
         st = r.tool(f"lfs_df {lm.mount}")
         if not st.ok:

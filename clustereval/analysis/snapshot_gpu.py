@@ -16,7 +16,8 @@ from clustereval.analysis.snapshot_rules import (
     unavailable,
     value_range,
 )
-from clustereval.records.snapshot import GpuDetail, GpuQuery, NodeReadings
+from clustereval.records.environment import GpuQuery
+from clustereval.records.snapshot import GpuDetail, NodeReadings
 
 
 def _gpu_name(g: GpuQuery) -> str:

@@ -153,8 +153,8 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
         st = snap.readings.tool(f"df {path}")
         raise UsageError(f"{path} is not readable on {node.name} ({st.error or 'df printed nothing'})",
                          "check the path exists and is mounted on that node")
-    rec.mount, rec.fstype = row.mount, row.fstype
-    rec.storage_signals = _signals_for(snap, path, row.mount)
+    rec.mount, rec.fstype = row.target, row.fstype
+    rec.storage_signals = _signals_for(snap, path, row.target)
 
     # 2-3. the quick scans and the layout, against a local folder on another filesystem
     listed = transport.run(node, findmnt_argv(), timeout_s=60)

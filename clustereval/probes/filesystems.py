@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from clustereval.probes.mounts import BlockDev, DfRow, Mount
+from clustereval.probes.df import DfSize
+from clustereval.probes.mounts import BlockDev, Mount
 from clustereval.records.environment import FilesystemInfo
 
 PSEUDO = {
@@ -123,7 +124,7 @@ def _backing_of_overlay(root: Mount, candidates: list[Mount], blocks: Sequence[B
     return disks[0] if len(devices) == 1 else None
 
 
-def inventory(mounts: Sequence[Mount], blocks: Sequence[BlockDev] = (), df: Sequence[DfRow] = (),
+def inventory(mounts: Sequence[Mount], blocks: Sequence[BlockDev] = (), df: Sequence[DfSize] = (),
               prefer: Sequence[str] = ()) -> list[FilesystemInfo]:
     """Distinct volumes, ``/`` first, then local volumes, then shared ones (by mount path).
 

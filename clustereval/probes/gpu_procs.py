@@ -8,25 +8,22 @@ we started there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-COMPUTE_APPS_ARGV = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
-                     "--format=csv,noheader,nounits"]
-GPU_INDEX_ARGV = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,power.limit,clocks.max.sm",
-                  "--format=csv,noheader,nounits"]
+from clustereval.probes._text import is_absent, number
+from clustereval.probes.nvsmi_query import csv_rows, parse_rows
+from clustereval.records.environment import GpuInfo, GpuProcess
+
+# the one compute-apps query: the environment, the busy-GPU check and the snapshot all run it
+COMPUTE_APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
+COMPUTE_APPS_ARGV = ["nvidia-smi", f"--query-compute-apps={','.join(COMPUTE_APPS_FIELDS)}", "--format=csv"]
+GPU_INDEX_FIELDS = ("index", "uuid", "name", "memory.total", "power.limit", "clocks.max.sm")
+GPU_INDEX_ARGV = ["nvidia-smi", f"--query-gpu={','.join(GPU_INDEX_FIELDS)}", "--format=csv,noheader,nounits"]
 
 
-@dataclass(frozen=True)
-class ComputeApp:
-    gpu_uuid: str
-    pid: int
-    name: str
-    used_mib: int = 0
-
-    def describe(self, gpu: int | None) -> str:
-        where = f" on gpu{gpu}" if gpu is not None else ""
-        return f"pid {self.pid} ({self.name}){where}"
+def compute_apps_argv() -> list[str]:
+    return list(COMPUTE_APPS_ARGV)
 
 
 @dataclass(frozen=True)
@@ -39,44 +36,39 @@ class GpuRow:
     boost_mhz: float | None = None
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.split(",")]
-
-
-def _number(text: str) -> float | None:
-    word = text.split(" ")[0] if text else ""
-    try:
-        return float(word)
-    except ValueError:
-        return None
-
-
-def parse_compute_apps(text: str) -> list[ComputeApp]:
-    """Rows of ``gpu_uuid, pid, process_name, used_memory``; headers and notes are skipped."""
+def parse_compute_apps(text: str) -> list[GpuProcess]:
+    """Rows of ``--query-compute-apps``, with a header (any field order, units in the cells) or
+    without one (``noheader``: the order of COMPUTE_APPS_FIELDS); notes are skipped."""
     apps = []
-    for line in text.splitlines():
-        cells = _cells(line)
-        if len(cells) < 3 or not cells[1].isdigit():
+    for cell in csv_rows(text, COMPUTE_APPS_FIELDS):
+        pid = cell.get("pid", "")
+        if not pid.isdigit():
             continue
-        used = _number(cells[3]) if len(cells) > 3 else None
-        apps.append(ComputeApp(cells[0], int(cells[1]), cells[2], int(used or 0)))
+        mem = cell.get("used_memory", "")
+        apps.append(GpuProcess(pid=int(pid), name=cell.get("process_name", ""),
+                               used_mib=None if is_absent(mem) else number(mem), gpu_uuid=cell.get("gpu_uuid", "")))
     return apps
 
 
+def describe_compute_apps(text: str, gpus: Sequence[GpuInfo] | None = None) -> list[str]:
+    """The inventory's line per GPU compute process: ``gpu0 pid 1234 python 1024 MiB``."""
+    by_uuid = {g.uuid: g.index for g in gpus or []}
+    out = []
+    for app in parse_compute_apps(text):
+        where = f"gpu{by_uuid[app.gpu_uuid]} " if app.gpu_uuid in by_uuid else ""
+        name = "" if is_absent(app.name) else app.name
+        mem = int(app.used_mib or 0)
+        out.append(f"{where}pid {app.pid} {name or '?'}" + (f" {mem} MiB" if mem else ""))
+    return out
+
+
 def parse_gpu_rows(text: str) -> list[GpuRow]:
-    """Rows of ``index, uuid, name, memory.total, power.limit, clocks.max.sm``."""
-    rows = []
-    for line in text.splitlines():
-        cells = _cells(line)
-        if len(cells) < 2 or not cells[0].isdigit():
-            continue
-        extra = cells[2:] + [""] * (4 - len(cells[2:]))
-        rows.append(GpuRow(int(cells[0]), cells[1], extra[0], int(_number(extra[1]) or 0),
-                           _number(extra[2]), _number(extra[3])))
-    return rows
+    """Rows of GPU_INDEX_ARGV: ``index, uuid, name, memory.total, power.limit, clocks.max.sm``."""
+    return [GpuRow(g.index, g.uuid, g.name, int(g.memory_total_mib or 0), g.power_limit_w, g.clocks_max_sm_mhz)
+            for g in parse_rows(text, GPU_INDEX_FIELDS)]
 
 
-def foreign_apps(apps: list[ComputeApp], uuid_to_index: Mapping[str, int], own_pids: set[int],
+def foreign_apps(apps: list[GpuProcess], uuid_to_index: Mapping[str, int], own_pids: set[int],
                  own_per_gpu: Mapping[int, int]) -> list[str]:
     """Descriptions ("pid 4242 (python3) on gpu3") of processes that are not ours.
 
@@ -84,7 +76,7 @@ def foreign_apps(apps: list[ComputeApp], uuid_to_index: Mapping[str, int], own_p
     ours; past that, a GPU may hold as many unmatched processes as we started there and still be
     ours (pid namespaces); any more, and every unmatched process on it is named.
     """
-    by_gpu: dict[int | None, list[ComputeApp]] = {}
+    by_gpu: dict[int | None, list[GpuProcess]] = {}
     for app in apps:
         by_gpu.setdefault(uuid_to_index.get(app.gpu_uuid), []).append(app)
     found = []

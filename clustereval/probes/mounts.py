@@ -1,7 +1,7 @@
-"""Mount tables: ``findmnt``, ``df``, ``lsblk`` and ``/proc/mounts``. Pure.
+"""Mount tables: ``findmnt``, ``lsblk`` and ``/proc/mounts`` (``df`` is ``probes.df``). Pure.
 
 Each parser accepts the format our ``build_argv`` asks for and the plain formats a person
-captures (``findmnt -rn -o TARGET,SOURCE,FSTYPE,SIZE``, ``df -hT``, ``lsblk -f -b``).
+captures (``findmnt -rn -o TARGET,SOURCE,FSTYPE,SIZE``, ``lsblk -f -b``).
 """
 
 from __future__ import annotations
@@ -76,46 +76,10 @@ def parse_proc_mounts(text: str) -> list[Mount]:
     out = []
     for line in body(text).splitlines():
         parts = line.split()
-        if len(parts) >= 4 and (parts[1].startswith("/")):
+        # a hand-trimmed capture may end a line after the type
+        if len(parts) >= 3 and parts[1].startswith("/"):
             out.append(Mount(target=_unescape(parts[1]), source=_unescape(parts[0]), fstype=parts[2],
-                             options=mount_options(parts[3])))
-    return out
-
-
-# -- df ----------------------------------------------------------------------------------
-
-
-@dataclass
-class DfRow:
-    source: str
-    fstype: str
-    size_bytes: int
-    target: str
-
-
-def df_argv() -> list[str]:
-    # -P: one line per filesystem; -B1: sizes in bytes. Only the size is used, never used/free.
-    return ["df", "-P", "-T", "-B1"]
-
-
-def parse_df(text: str) -> list[DfRow]:
-    """``df -P -T -B1`` or ``df -hT``: source, type, size, mount point (other columns ignored)."""
-    out = []
-    pending = ""
-    for line in body(text).splitlines():
-        if line.startswith("Filesystem"):
-            continue
-        if pending:
-            line = pending + " " + line.strip()
-            pending = ""
-        parts = line.split()
-        if len(parts) == 1:  # df without -P wraps a long source onto its own line
-            pending = parts[0]
-            continue
-        if len(parts) < 7 or not parts[6].startswith("/"):
-            continue
-        out.append(DfRow(source=parts[0], fstype=parts[1], size_bytes=size_bytes(parts[2]),
-                         target=" ".join(parts[6:])))
+                             options=mount_options(parts[3]) if len(parts) > 3 else ""))
     return out
 
 

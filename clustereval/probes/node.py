@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from clustereval.probes import (
+    df,
     filesystems,
+    gpu_procs,
     host,
     lscpu,
     mounts,
@@ -34,13 +36,13 @@ TOOLS: dict[str, Callable[[], list[str]]] = {
     "nvidia-smi-q": nvsmi_q.build_argv,
     "nvidia-smi-topo-m": nvsmi_topo.build_argv,
     "nvidia-smi-nvlink-s": nvsmi_nvlink.build_argv,
-    "nvidia-smi-compute-apps": nvsmi_query.apps_argv,
+    "nvidia-smi-compute-apps": gpu_procs.compute_apps_argv,
     "ibstat": nics.ibstat_argv,
     "rdma-link": nics.rdma_argv,
     "sys-class-infiniband": nics.sysfs_argv,
     "findmnt": mounts.findmnt_argv,
     "lsblk": mounts.lsblk_argv,
-    "df": mounts.df_argv,
+    "df": df.df_argv,
     "proc-mounts": mounts.proc_mounts_argv,
 }
 GPU_TOOLS = ("nvidia-smi-q", "nvidia-smi-topo-m", "nvidia-smi-nvlink-s", "nvidia-smi-compute-apps")
@@ -88,7 +90,7 @@ def assemble(node: str, index: int, outputs: Mapping[str, str], *, prefer: Seque
     topo = nvsmi_topo.parse(out("nvidia-smi-topo-m", ""))
     env.topo_matrix = out("nvidia-smi-topo-m", "")
     env.nvlink = nvsmi_nvlink.summarize(nvsmi_nvlink.parse(out("nvidia-smi-nvlink-s", "")), topo.bond())
-    env.compute_processes = nvsmi_query.parse_apps(out("nvidia-smi-compute-apps", ""), env.gpus)
+    env.compute_processes = gpu_procs.describe_compute_apps(out("nvidia-smi-compute-apps", ""), env.gpus)
 
     env.nics = nics.merge(nics.parse_ibstat(out("ibstat", "")), nics.parse_rdma_link(out("rdma-link", "")),
                           nics.parse_sysfs(out("sys-class-infiniband", "")))
@@ -97,7 +99,7 @@ def assemble(node: str, index: int, outputs: Mapping[str, str], *, prefer: Seque
     if not table:
         table = mounts.parse_proc_mounts(out("proc-mounts", ""))
     env.filesystems = filesystems.inventory(table, mounts.parse_lsblk(out("lsblk", "")),
-                                            mounts.parse_df(out("df", "")), prefer)
+                                            df.parse_df_sizes(out("df", "")), prefer)
 
     sw = software_probe.parse(out(SOFTWARE, "")) if out(SOFTWARE) else None
     if sw is not None:

@@ -1,22 +1,20 @@
 """nvidia-smi readings for the snapshot, from the environment's nvidia-smi parsers. Pure.
 
-The parsing itself lives in ``nvsmi_query`` / ``nvsmi_q`` / ``nvsmi_nvlink`` / ``nvsmi_topo``;
-this module only turns their results into the snapshot's records, keeping "not reported" (None)
-apart from zero, which the thresholds need.
+The parsing itself lives in ``nvsmi_q`` / ``nvsmi_nvlink`` / ``nvsmi_topo``; this module only turns
+their results into the snapshot's records, keeping "not reported" (None) apart from zero, which
+the thresholds need. ``--query-gpu`` rows (``nvsmi_query.parse_rows``) and compute processes
+(``gpu_procs.parse_compute_apps``) are already the snapshot's records.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from clustereval.probes import nvsmi_nvlink, nvsmi_q, nvsmi_query, nvsmi_topo
-from clustereval.probes._text import integer, is_absent, number
+from clustereval.probes import nvsmi_nvlink, nvsmi_q, nvsmi_topo
+from clustereval.probes._text import integer
 from clustereval.records.snapshot import (
     GpuDetail,
     GpuNvlinks,
-    GpuProcess,
-    GpuQuery,
     NvlinkLink,
     TopoLink,
     Topology,
@@ -37,41 +35,8 @@ def normalize_bus_id(bus_id: str) -> str:
     return ":".join(parts)
 
 
-def _num(cell: str | None) -> float | None:
-    return number(cell or "")
-
-
 def _int(cell: str | None) -> int | None:
     return integer(cell or "")
-
-
-def parse_query_gpu(text: str) -> list[GpuQuery]:
-    """``--query-gpu ... --format=csv`` rows (header with units); None where the driver said N/A."""
-    gpus: list[GpuQuery] = []
-    for cell in nvsmi_query.csv_rows(text):
-        idx = _int(cell.get("index"))
-        if idx is None:
-            continue
-        mask_text = (cell.get("clocks_throttle_reasons.active") or "").strip()
-        mask = int(mask_text, 16) if re.fullmatch(r"0x[0-9a-fA-F]+", mask_text) else None
-        gpus.append(GpuQuery(
-            index=idx, name=cell.get("name", ""), uuid=cell.get("uuid", ""),
-            pci_bus_id=cell.get("pci.bus_id", ""), driver_version=cell.get("driver_version", ""),
-            temperature_c=_num(cell.get("temperature.gpu")),
-            clocks_sm_mhz=_num(cell.get("clocks.sm")),
-            clocks_max_sm_mhz=_num(cell.get("clocks.max.sm")),
-            clock_event_mask=mask,
-            pcie_gen_current=_int(cell.get("pcie.link.gen.current")),
-            pcie_gen_max=_int(cell.get("pcie.link.gen.max")),
-            pcie_width_current=_int(cell.get("pcie.link.width.current")),
-            pcie_width_max=_int(cell.get("pcie.link.width.max")),
-            ecc_uncorrected_volatile=_int(cell.get("ecc.errors.uncorrected.volatile.total")),
-            power_draw_w=_num(cell.get("power.draw")),
-            power_limit_w=_num(cell.get("power.limit")),
-            memory_total_mib=_num(cell.get("memory.total")),
-            utilization_pct=_num(cell.get("utilization.gpu")),
-        ))
-    return gpus
 
 
 @dataclass
@@ -147,15 +112,3 @@ def parse_topo(text: str) -> Topology:
             seen.add(key)
             out.links.append(TopoLink(a=key[0], b=key[1], kind=kind))
     return out
-
-
-def parse_compute_apps(text: str) -> list[GpuProcess]:
-    procs: list[GpuProcess] = []
-    for cell in nvsmi_query.csv_rows(text):
-        pid = _int(cell.get("pid"))
-        if pid is None:
-            continue
-        mem = cell.get("used_memory", "")
-        procs.append(GpuProcess(pid=pid, name=cell.get("process_name", ""),
-                                used_mib=None if is_absent(mem) else _num(mem), gpu_uuid=cell.get("gpu_uuid", "")))
-    return procs

@@ -1,14 +1,12 @@
-"""Host-side parsers for the snapshot: /proc/stat, CPU governors, df, ``lfs df``, RDMA ports from
+"""Host-side parsers for the snapshot: /proc/stat, CPU governors, RDMA ports from
 sysfs, ``fi_info``, Fabric Manager, and the version strings compared across nodes. Pure.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from clustereval.probes._text import size_bytes
-from clustereval.records.snapshot import CpuTimes, DfRow, LustreTarget, RdmaPort
+from clustereval.records.snapshot import CpuTimes, RdmaPort
 
 # ---- CPU ---------------------------------------------------------------------------------
 
@@ -45,80 +43,6 @@ def parse_governors(text: str) -> dict[str, int]:
 
 
 # ---- filesystems -------------------------------------------------------------------------
-
-
-def _size(cell: str) -> int:
-    """``df`` size cell in bytes: ``270553174016`` (-B1) or ``256G`` / ``1.5T`` (-h, powers of 1024)."""
-    if not re.fullmatch(r"\d+(?:\.\d+)?[KMGTPE]?", cell.strip()):
-        raise ValueError(cell)
-    return size_bytes(cell)
-
-
-def parse_df(text: str) -> list[DfRow]:
-    """``df -P -B1 [-T]`` (or ``df -h``): one row per filesystem; the header says whether a Type
-    column is there. The first table in ``text`` only."""
-    rows: list[DfRow] = []
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
-    if not lines or not lines[0].startswith("Filesystem"):
-        return rows
-    typed = lines[0].split()[1] == "Type"
-    for line in lines[1:]:
-        parts = line.split()
-        need = 7 if typed else 6
-        if len(parts) < need or not parts[4 + (1 if typed else 0)].endswith("%"):
-            break
-        # the mount point may contain spaces: everything after the capacity column
-        off = 1 if typed else 0
-        try:
-            size, used, avail = (_size(parts[1 + off]), _size(parts[2 + off]), _size(parts[3 + off]))
-        except ValueError:
-            continue
-        cap = parts[4 + off].rstrip("%")
-        use = float(cap) if cap.replace(".", "").isdigit() else (100.0 * used / size if size else 0.0)
-        rows.append(DfRow(source=parts[0], fstype=parts[1] if typed else "", size_bytes=size,
-                          used_bytes=used, avail_bytes=avail, use_pct=use,
-                          mount=" ".join(parts[5 + off:])))
-    return rows
-
-
-@dataclass
-class MountEntry:
-    source: str
-    target: str
-    fstype: str
-    options: str = ""
-
-
-def parse_proc_mounts(text: str) -> list[MountEntry]:
-    out: list[MountEntry] = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and not line.startswith("$ "):
-            # /proc/mounts escapes spaces as \040
-            out.append(MountEntry(source=parts[0], target=parts[1].replace("\\040", " "),
-                                  fstype=parts[2], options=parts[3] if len(parts) > 3 else ""))
-    return out
-
-
-_LFS_LINE = re.compile(
-    r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)%\s+\S+")
-_LFS_INACTIVE = re.compile(r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)\s*:?\s*(inactive device|.*(?:unavailable|Resource temporarily))")
-
-
-def parse_lfs_df(text: str) -> list[LustreTarget]:
-    targets: list[LustreTarget] = []
-    for line in text.splitlines():
-        m = _LFS_LINE.match(line.strip())
-        if m:
-            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
-                                        size_kib=int(m.group(4)), used_kib=int(m.group(5)),
-                                        avail_kib=int(m.group(6)), use_pct=float(m.group(7))))
-            continue
-        m = _LFS_INACTIVE.match(line.strip())
-        if m:
-            targets.append(LustreTarget(uuid=m.group(1), kind=m.group(2), index=int(m.group(3), 16),
-                                        size_kib=0, used_kib=0, avail_kib=0, use_pct=0.0, inactive=True))
-    return targets
 
 
 # ---- RDMA --------------------------------------------------------------------------------

@@ -19,20 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clustereval.probes.df import DF_ARGV, parse_df
+from clustereval.probes.gpu_procs import COMPUTE_APPS_FIELDS, parse_compute_apps
+from clustereval.probes.nvsmi_query import SNAPSHOT_FIELDS, SNAPSHOT_FIELDS_MINIMAL, parse_rows
+from clustereval.probes.storage import parse_lfs_df
 from clustereval.records.snapshot import LustreMount, NodeReadings, ToolStatus
-
-# nvidia-smi fields, in one place. ``clocks_throttle_reasons.active`` is accepted by old and new
-# drivers (new ones print the header as clocks_event_reasons.active).
-GPU_QUERY_FIELDS = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "temperature.gpu", "clocks.sm",
-    "clocks.max.sm", "clocks_throttle_reasons.active", "pcie.link.gen.current", "pcie.link.gen.max",
-    "pcie.link.width.current", "pcie.link.width.max", "ecc.errors.uncorrected.volatile.total",
-    "power.draw", "power.limit", "memory.total", "utilization.gpu",
-)
-# Fallback when a field above is unknown to an old driver (the whole query fails then).
-GPU_QUERY_MINIMAL = ("index", "name", "uuid", "pci.bus_id", "driver_version", "temperature.gpu",
-                     "clocks.sm", "clocks.max.sm", "memory.total")
-COMPUTE_APPS_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 
 # Filesystem types that are network or parallel filesystems (shared between nodes).
 SHARED_FSTYPES = ("lustre", "nfs", "nfs4", "beegfs", "gpfs", "cifs", "smb3", "ceph", "fuse.ceph",
@@ -134,13 +125,13 @@ if command -v systemctl >/dev/null 2>&1; then printf 'service: %s\n' "$($TMO 10 
 rc 0
 sec governor
 cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c; rc 0
-sec shm; $TMO 10 df -P -B1 /dev/shm 2>&1; rc $?
-sec root; $TMO 10 df -P -B1 / 2>&1; rc $?
+sec shm; $TMO 10 @@DF@@ -- /dev/shm 2>&1; rc $?
+sec root; $TMO 10 @@DF@@ -- / 2>&1; rc $?
 sec mounts; cat /proc/mounts 2>&1; rc $?
 shared=$(awk -v t="@@SHARED@@" 'BEGIN{n=split(t,a,",");for(i=1;i<=n;i++)s[a[i]]=1} ($3 in s){print $2}' /proc/mounts 2>/dev/null)
 for m in $shared "$@"; do
   [ -n "$m" ] || continue
-  sec "df $m"; $TMO 10 df -P -T -B1 -- "$m" 2>&1; rc $?
+  sec "df $m"; $TMO 10 @@DF@@ -- "$m" 2>&1; rc $?
   fstype=$(awk -v m="$m" '$2==m{t=$3} END{print t}' /proc/mounts)
   if [ "$fstype" = lustre ]; then
     sec "lfs_df $m"
@@ -151,10 +142,11 @@ done
 
 
 def build_script() -> str:
-    return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(GPU_QUERY_MINIMAL))
-            .replace("@@QUERY@@", ",".join(GPU_QUERY_FIELDS))
+    return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(SNAPSHOT_FIELDS_MINIMAL))
+            .replace("@@QUERY@@", ",".join(SNAPSHOT_FIELDS))
             .replace("@@APPS@@", ",".join(COMPUTE_APPS_FIELDS))
-            .replace("@@SHARED@@", ",".join(SHARED_FSTYPES)))
+            .replace("@@SHARED@@", ",".join(SHARED_FSTYPES))
+            .replace("@@DF@@", " ".join(DF_ARGV)))
 
 
 def build_argv(*, python: str = "python3", shared_paths: tuple[str, ...] | list[str] = (),
@@ -165,19 +157,10 @@ def build_argv(*, python: str = "python3", shared_paths: tuple[str, ...] | list[
 
 
 @dataclass
-class Section:
-    name: str
+class Section(ToolStatus):
+    """One section of the script's output: how its tool went, and what it printed."""
+
     text: str = ""
-    rc: int | None = None  # None: the script ended before the section did
-    missing: str = ""  # the tool that is not installed
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.missing
-
-    @property
-    def timed_out(self) -> bool:
-        return self.rc in (124, 137)
 
 
 def split_sections(text: str) -> dict[str, Section]:
@@ -189,7 +172,7 @@ def split_sections(text: str) -> dict[str, Section]:
     def close() -> None:
         if current is not None:
             current.text = "\n".join(lines).strip("\n")
-            sections[current.name] = current
+            sections[current.section] = current
 
     for line in text.splitlines():
         if line.startswith("@@ce-rc "):
@@ -203,7 +186,7 @@ def split_sections(text: str) -> dict[str, Section]:
                 current.missing = line[13:].strip()
         elif line.startswith("@@ce "):
             close()
-            current = Section(name=line[5:].strip())
+            current = Section(section=line[5:].strip(), rc=None)  # None: the script ended before the section did
             lines = []
         elif current is not None:
             lines.append(line)
@@ -216,7 +199,7 @@ def _status(sec: Section) -> ToolStatus:
     if not sec.ok and not sec.missing:
         lines = [ln.strip() for ln in sec.text.splitlines() if ln.strip()]
         error = lines[-1] if lines else ""
-    return ToolStatus(section=sec.name, rc=sec.rc, missing=sec.missing, error=error)
+    return ToolStatus(section=sec.section, rc=sec.rc, missing=sec.missing, error=error)
 
 
 def parse_output(node: str, text: str, *, sample_s: float = 0.0,
@@ -240,14 +223,14 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
     r.system_model = " ".join(ln.strip() for ln in text_of("system").splitlines() if ln.strip())
     r.addresses = [m.group(1) for m in re.finditer(r"\binet (\d+\.\d+\.\d+\.\d+/\d+)", text_of("net"))]
     r.cpu_samples = host.parse_proc_stat(text_of("stat"))
-    r.gpus = gpu.parse_query_gpu(text_of("nvsmi_query"))
+    r.gpus = parse_rows(text_of("nvsmi_query"))
     smi_q = gpu.parse_smi_q(text_of("nvsmi_q"))
     r.gpu_details = smi_q.gpus
     r.driver_version = smi_q.driver_version or next((g.driver_version for g in r.gpus), "")
     r.cuda_driver_version = smi_q.cuda_version
     r.nvlinks = gpu.parse_nvlink_status(text_of("nvsmi_nvlink"))
     r.topology = gpu.parse_topo(text_of("nvsmi_topo"))
-    r.processes = gpu.parse_compute_apps(text_of("nvsmi_apps"))
+    r.processes = parse_compute_apps(text_of("nvsmi_apps"))
     r.xids = parse_xid_lines(text_of("xid"))
     for g in r.gpus:
         g.pci_bus_id = gpu.normalize_bus_id(g.pci_bus_id) if g.pci_bus_id else ""
@@ -258,20 +241,20 @@ def parse_output(node: str, text: str, *, sample_s: float = 0.0,
         r.efa_provider_visible = secs["fi_efa"].ok and host.efa_provider_visible(secs["fi_efa"].text)
     r.nvswitch_devices, r.fabricmanager_service = host.parse_fabricmanager(text_of("fabricmanager"))
     r.governors = host.parse_governors(text_of("governor"))
-    shm = host.parse_df(text_of("shm"))
+    shm = parse_df(text_of("shm"))
     r.shm = shm[0] if shm else None
-    root = host.parse_df(text_of("root"))
+    root = parse_df(text_of("root"))
     r.root = root[0] if root else None
     seen: set[str] = set()
     for name in secs:
         if name.startswith("df "):
-            for row in host.parse_df(text_of(name)):
+            for row in parse_df(text_of(name)):
                 row.path = name[3:]
-                if row.mount not in seen:
-                    seen.add(row.mount)
+                if row.target not in seen:
+                    seen.add(row.target)
                     r.shared.append(row)
         elif name.startswith("lfs_df "):
-            r.lustre.append(LustreMount(mount=name[7:], targets=host.parse_lfs_df(text_of(name))))
+            r.lustre.append(LustreMount(mount=name[7:], targets=parse_lfs_df(text_of(name)).targets))
     r.versions = _versions(r, secs, host)
     return r
 

@@ -1,39 +1,25 @@
-"""Parsers for what the storage phase reads on a node: ``df`` for the scanned paths, and the
-layout tools of parallel filesystems (Lustre ``lfs``, GPFS ``mmlsfs`` / ``mmlsdisk``, BeeGFS
-``beegfs-ctl --getentryinfo``, NFS ``nfsstat -m``). Pure: text in, values out.
+"""Parsers for what the storage phase reads on a node: ``df`` for the scanned paths (parsed by
+``probes.df``, named here for the phase), and the layout tools of parallel filesystems (Lustre
+``lfs``, GPFS ``mmlsfs`` / ``mmlsdisk``, BeeGFS ``beegfs-ctl --getentryinfo``, NFS ``nfsstat -m``).
+Pure: text in, values out.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-# argv of the df the phase runs (paths appended)
-DF_ARGV = ["df", "--block-size=1", "--output=source,fstype,size,avail,target", "--"]
+from clustereval.probes.df import DF_ARGV as _DF_ARGV
+from clustereval.probes.df import parse_df as parse_df
+from clustereval.records.environment import DfRow as DfRow
+from clustereval.records.storage import LustreTarget
+
+# argv of the df the phase runs (paths appended); ``probes.df`` parses it
+DF_ARGV = [*_DF_ARGV, "--"]
 
 NETWORK_FSTYPES = {"lustre", "gpfs", "beegfs", "nfs", "nfs4", "cifs", "smb3", "virtiofs", "fuse.glusterfs",
                    "glusterfs", "cephfs", "ceph", "fuse.ceph", "wekafs", "fuse.weka", "9p", "fuse.juicefs",
                    "fuse.s3fs", "fuse.gcsfuse", "panfs", "fuse.sshfs", "sshfs", "fuse.mountpoint-s3"}
-
-@dataclass
-class DfRow:
-    source: str
-    fstype: str
-    size_bytes: int
-    avail_bytes: int
-    target: str  # mount point
-
-
-def parse_df(text: str) -> list[DfRow]:
-    """Rows of ``df --block-size=1 --output=source,fstype,size,avail,target``."""
-    rows = []
-    for line in text.splitlines():
-        parts = line.split(None, 4)
-        if len(parts) < 5 or not parts[2].isdigit():
-            continue  # the header or a line df could not fill
-        rows.append(DfRow(parts[0], parts[1], int(parts[2]), int(parts[3]) if parts[3].isdigit() else 0,
-                          parts[4].strip()))
-    return rows
 
 
 def is_network(fstype: str) -> bool:
@@ -58,27 +44,60 @@ def parse_size(text: str) -> int | None:
 
 @dataclass
 class LustreDf:
-    num_osts: int
-    num_mdts: int
-    ost_sizes: list[str]  # as lfs df -h prints them
-    total: str = ""  # filesystem_summary size
+    """``lfs df`` (sizes in KiB) or ``lfs df -h`` (human sizes): every MDT and OST, and the total."""
+
+    targets: list[LustreTarget] = field(default_factory=list)
+    total: str = ""  # filesystem_summary size as lfs printed it
+
+    @property
+    def num_osts(self) -> int:
+        return sum(1 for t in self.targets if t.kind == "OST")
+
+    @property
+    def num_mdts(self) -> int:
+        return sum(1 for t in self.targets if t.kind == "MDT")
+
+    @property
+    def ost_sizes(self) -> list[str]:
+        """The OSTs' sizes as lfs printed them (the OSTs that answered)."""
+        return [t.size_text for t in self.targets if t.kind == "OST" and not t.inactive]
+
+
+_LFS_TARGET = re.compile(r"^(\S+?(MDT|OST)([0-9a-fA-F]{4})\S*)")
+_LFS_SIZES = re.compile(r"^\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)%\s+\S+")
+_LFS_INACTIVE = re.compile(r"^\s*:?\s*(inactive device|.*(?:unavailable|Resource temporarily))")
+
+
+def _kib(cell: str) -> int | None:
+    """A size cell in KiB: plain (``lfs df``) or human (``lfs df -h``, powers of 1024)."""
+    if cell.isdigit():
+        return int(cell)
+    num = parse_size(cell)
+    return num // 1024 if num is not None else None
 
 
 def parse_lfs_df(text: str) -> LustreDf:
-    osts, mdts, sizes, total = 0, 0, [], ""
-    for line in text.splitlines():
+    df = LustreDf()
+    for raw in text.splitlines():
+        line = raw.strip()
         parts = line.split()
-        if not parts:
+        if parts and parts[0] == "filesystem_summary:" and len(parts) > 1:
+            df.total = parts[1]
             continue
-        if re.search(r"-OST[0-9a-fA-F]+_UUID$", parts[0]):
-            osts += 1
-            if len(parts) > 1:
-                sizes.append(parts[1])
-        elif re.search(r"-MDT[0-9a-fA-F]+_UUID$", parts[0]):
-            mdts += 1
-        elif parts[0] == "filesystem_summary:" and len(parts) > 1:
-            total = parts[1]
-    return LustreDf(osts, mdts, sizes, total)
+        m = _LFS_TARGET.match(line)
+        if not m:
+            continue
+        uuid, kind, index = m.group(1), m.group(2), int(m.group(3), 16)
+        rest = line[m.end():]
+        sizes = _LFS_SIZES.match(rest)
+        kib = [_kib(c) for c in sizes.groups()[:3]] if sizes else []
+        if sizes and None not in kib:
+            df.targets.append(LustreTarget(uuid=uuid, kind=kind, index=index, size_kib=kib[0] or 0,
+                                           used_kib=kib[1] or 0, avail_kib=kib[2] or 0,
+                                           use_pct=float(sizes.group(4)), size_text=sizes.group(1)))
+        elif _LFS_INACTIVE.match(rest):
+            df.targets.append(LustreTarget(uuid=uuid, kind=kind, index=index, inactive=True))
+    return df
 
 
 @dataclass

@@ -12,6 +12,55 @@ from clustereval.records import PhaseRecord
 
 
 @dataclass
+class GpuQuery:
+    """One row of ``nvidia-smi --query-gpu ... --format=csv``, as the driver said it: None where it
+    said N/A or was not asked (the snapshot's thresholds keep "not reported" apart from zero);
+    text cells as printed."""
+
+    index: int
+    name: str = ""
+    uuid: str = ""
+    pci_bus_id: str = ""
+    driver_version: str = ""
+    temperature_c: float | None = None
+    clocks_sm_mhz: float | None = None
+    clocks_max_sm_mhz: float | None = None
+    clock_event_mask: int | None = None  # NVML clock event reasons, active bits
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    memory_total_mib: float | None = None
+    utilization_pct: float | None = None
+    serial: str = ""
+    power_max_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    clocks_max_mem_mhz: float | None = None
+    ecc_corrected_volatile: int | None = None
+    clock_event_reasons: str = ""  # the active mask as nvidia-smi prints it ("0x0000000000000001")
+    persistence_mode: str = ""
+    compute_mode: str = ""
+    mig_mode: str = ""
+
+
+@dataclass
+class GpuProcess:
+    """One row of ``nvidia-smi --query-compute-apps``."""
+
+    pid: int
+    name: str
+    used_mib: float | None = None  # None: not reported
+    gpu_uuid: str = ""
+
+    def describe(self, gpu: int | None) -> str:
+        where = f" on gpu{gpu}" if gpu is not None else ""
+        return f"pid {self.pid} ({self.name}){where}"
+
+
+@dataclass
 class GpuInfo:
     index: int
     name: str  # as nvidia-smi prints it: "NVIDIA H200"
@@ -68,6 +117,20 @@ class NicInfo:
     ca_type: str = ""  # ibstat "CA type" (MT4129 = ConnectX-7)
     product: str = ""  # from the spec database: "ConnectX-7 NDR", "EFA (second generation)"
     netdev: str = ""  # rdma link netdev
+
+
+@dataclass
+class DfRow:
+    """One filesystem's line of ``df``."""
+
+    source: str
+    size_bytes: int
+    target: str  # the mount point ("Mounted on")
+    fstype: str = ""  # "" when df was run without -T
+    used_bytes: int = 0
+    avail_bytes: int = 0
+    use_pct: float = 0.0
+    path: str = ""  # the path df was asked about (a configured shared path may sit below the mount)
 
 
 @dataclass

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
+from clustereval.records.environment import DfRow, GpuProcess, GpuQuery
+from clustereval.records.storage import LustreTarget
 
 LEVELS = ("CONCERN", "INFO", "OK")  # print order within a node is the collection order
 
@@ -29,30 +31,6 @@ class ToolStatus:
     @property
     def timed_out(self) -> bool:
         return self.rc in (124, 137)
-
-
-@dataclass
-class GpuQuery:
-    """One row of ``nvidia-smi --query-gpu ... --format=csv``; None where the driver said N/A."""
-
-    index: int
-    name: str = ""
-    uuid: str = ""
-    pci_bus_id: str = ""
-    driver_version: str = ""
-    temperature_c: float | None = None
-    clocks_sm_mhz: float | None = None
-    clocks_max_sm_mhz: float | None = None
-    clock_event_mask: int | None = None  # NVML clock event reasons, active bits
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    ecc_uncorrected_volatile: int | None = None
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None
-    memory_total_mib: float | None = None
-    utilization_pct: float | None = None
 
 
 @dataclass
@@ -111,14 +89,6 @@ class Topology:
 
 
 @dataclass
-class GpuProcess:
-    pid: int
-    name: str
-    used_mib: float | None = None
-    gpu_uuid: str = ""
-
-
-@dataclass
 class XidEvent:
     xid: int
     bus_id: str  # normalized "0000:3b:00"
@@ -145,32 +115,6 @@ class CpuTimes:
         # guest time is already counted in user / nice
         return (self.user + self.nice + self.system + self.idle + self.iowait + self.irq
                 + self.softirq + self.steal)
-
-
-@dataclass
-class DfRow:
-    source: str
-    size_bytes: int
-    used_bytes: int
-    avail_bytes: int
-    use_pct: float
-    mount: str
-    fstype: str = ""
-    path: str = ""  # the path df was asked about (a configured shared path may sit below the mount)
-
-
-@dataclass
-class LustreTarget:
-    """One MDT or OST line of ``lfs df`` (sizes in KiB, as lfs prints them)."""
-
-    uuid: str  # fsname-OST0003_UUID
-    kind: str  # "OST" | "MDT"
-    index: int
-    size_kib: int = 0
-    used_kib: int = 0
-    avail_kib: int = 0
-    use_pct: float = 0.0
-    inactive: bool = False
 
 
 @dataclass

@@ -119,6 +119,21 @@ class ConcurrentWrite:
 
 
 @dataclass
+class LustreTarget:
+    """One MDT or OST line of ``lfs df`` (sizes in KiB, as lfs prints them)."""
+
+    uuid: str  # fsname-OST0003_UUID
+    kind: str  # "OST" | "MDT"
+    index: int
+    size_kib: int = 0
+    used_kib: int = 0
+    avail_kib: int = 0
+    use_pct: float = 0.0
+    inactive: bool = False
+    size_text: str = ""  # the size cell as lfs printed it ("1.1T" with -h)
+
+
+@dataclass
 class StorageRecord(PhaseRecord):
     partitions: list[FilesystemInfo] = field(default_factory=list)  # the inventory (/ first)
     local: MountScan | None = None
