@@ -89,11 +89,12 @@ def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw]
     cross = [p for p in judged if known[p.a] != known[p.b]]
     within = [p for p in judged if known[p.a] == known[p.b]]
     text = f"nodes by {label}: {layout}"
+    labels = label + ("es" if label.endswith(("s", "sh", "ch", "x", "z")) else "s")  # switches, subnets
     explains = False
     if slow and within and all(known[p.a] != known[p.b] for p in slow) and not any(p.slow for p in within):
         explains = True
-        text += (f"; all {len(slow)} slow pairs cross {label}s and every pair within one {label} is fast, "
-                 f"so the path between {label}s is the likely cause")
+        text += (f"; all {len(slow)} slow pairs cross {labels} and every pair within one {label} is fast, "
+                 f"so the path between {labels} is the likely cause")
     elif slow:
         # a group of one is the straggler itself, which says nothing new
         touched = [g for g, ns in members.items() if len(ns) > 1 and all(set(ns) & {p.a, p.b} for p in slow)]
@@ -102,7 +103,7 @@ def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw]
             explains = True
             text += f"; every slow pair has a node in {label} {g}"
     elif cross:
-        text += f"; pairs across {label}s ran as fast as pairs within one"
+        text += f"; pairs across {labels} ran as fast as pairs within one"
     return TopologyFact(source=source, text=text, explains=explains)
 
 
