@@ -21,6 +21,7 @@ from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
+from clustereval.probes._text import last_line
 from clustereval.records import CommandResult, Gap
 from clustereval.records.environment import EnvironmentRecord, FilesystemInfo
 from clustereval.records.scratch import ScratchArea
@@ -154,7 +155,7 @@ class StoragePhase:
             elif path != "/":
                 rec.gaps.append(Gap(phase=self.name, node=node.name,
                                     text=f"`{path}` is not readable on {node.name} "
-                                         f"({_last(res.stderr) or 'df printed nothing'}), so it was not measured.",
+                                         f"({last_line(res.stderr, 'df printed nothing')[:300]}), so it was not measured.",
                                     plan="check the path in cluster.toml exists on the nodes"))
         ctx.raw("storage/df.txt", "\n".join(f"{p}\t{r.source}\t{r.fstype}\t{r.size_bytes}\t{r.target}"
                                             for p, r in out.items()) + "\n")
@@ -317,7 +318,7 @@ class StoragePhase:
                           f"{fio_probe.iec_label(size)} files, {runtime + ramp:.0f} s timed)")
             return cell
         if not res.ok:
-            cell.error = _last(res.stderr) or f"fio exited {res.rc}"
+            cell.error = last_line(res.stderr, f"fio exited {res.rc}")[:300]
             return cell
         self._layout_seen_s.setdefault((mount, size), max(0.0, cell.seconds - runtime - ramp))
         try:
@@ -373,7 +374,7 @@ class StoragePhase:
             res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
             parsed = probe.parse_dd(res.stderr)
             if not res.ok or parsed is None:
-                return NodeWrite(node.name, error=_last(res.stderr) or f"dd exited {res.rc}")
+                return NodeWrite(node.name, error=last_line(res.stderr, f"dd exited {res.rc}")[:300])
             written, seconds = parsed
             return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
 
@@ -482,7 +483,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
         ctx.raw(rel, f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
         layout.raw_files.append(rel)
         if not res.ok:
-            layout.errors.append(f"`{' '.join(argv[:2])}`: {_last(res.stderr) or f'exit {res.rc}'}")
+            layout.errors.append(f"`{' '.join(argv[:2])}`: {last_line(res.stderr, f'exit {res.rc}')[:300]}")
             return ""
         return res.stdout
 
@@ -556,6 +557,3 @@ def _slug(path: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text) or "root"
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""

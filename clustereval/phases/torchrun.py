@@ -32,6 +32,7 @@ from clustereval.analysis.rendezvous import (
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_env
+from clustereval.probes._text import last_json
 from clustereval.probes.preflight import final_nccl_env, parse_env_dump
 from clustereval.probes.torchrun import (
     CONNECT_SNIPPET,
@@ -39,7 +40,6 @@ from clustereval.probes.torchrun import (
     PROBE_SNIPPET,
     REAP_SNIPPET,
     RESOLVE_SNIPPET,
-    last_json,
     parse_worker_events,
     prefix_log,
 )
