@@ -28,6 +28,7 @@ from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
 from clustereval.records import Gap
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
+from clustereval.report.units import iec_whole
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
@@ -244,7 +245,7 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 scratch.require_space(node, target, fio_probe.bytes_written_at_once(max(phase.file_sizes))
                                       + SPACE_MARGIN_BYTES,
                                       f"the quick scan's largest run ({fio_probe.NUM_JOBS} jobs x "
-                                      f"{fio_probe.iec_label(max(phase.file_sizes))})")
+                                      f"{iec_whole(max(phase.file_sizes))})")
                 area = scratch.ensure(node, target)
                 phase.scan(ctx, node, area, scan, first_run=number * per_scan, total_runs=per_scan * len(plan))
                 if shared:
@@ -256,7 +257,7 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
             for cell in scan.cells:
                 if cell.error and cell.error != "interrupted":
                     rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} {cell.rw} "
+                                        text=f"`fio` has no {iec_whole(cell.file_size_bytes)} {cell.rw} "
                                              f"figures for `{target}`: {cell.error}.",
                                         plan="read the raw fio output in the run folder"))
     finally:

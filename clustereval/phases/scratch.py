@@ -23,12 +23,12 @@ import secrets
 import threading
 from dataclasses import dataclass
 
-from clustereval.analysis.storage import human_bytes
 from clustereval.config import Config
 from clustereval.errors import ScratchError, TransportError
 from clustereval.probes._text import last_line
 from clustereval.records import from_dict, to_dict
 from clustereval.records.scratch import ScratchArea, ScratchMove
+from clustereval.report.units import iec_one_decimal
 from clustereval.store import RunStore, utc_now_iso
 from clustereval.transport.base import Node, Transport
 
@@ -314,7 +314,7 @@ class Scratch:
         space = self.space(node, path)
         if space.avail_bytes < need_bytes:
             raise ScratchError(
-                f"{node.name}: {path} has {_gib(space.avail_bytes)} free, and {what} needs {_gib(need_bytes)}; "
+                f"{node.name}: {path} has {iec_one_decimal(space.avail_bytes)} free, and {what} needs {iec_one_decimal(need_bytes)}; "
                 "nothing was written",
                 "free space on that mount, or point the scan at a mount with room")
         return space
@@ -469,10 +469,6 @@ _SCRATCH_FOR_LOCK = threading.Lock()
 
 def _int(text: str) -> int:
     return int(text) if text.isdigit() else 0
-
-
-def _gib(num_bytes: int) -> str:
-    return human_bytes(num_bytes)
 
 
 def _create_hint(why: str, mount: str, root: str) -> str:

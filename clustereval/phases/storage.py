@@ -33,6 +33,7 @@ from clustereval.records.storage import (
     NodeWrite,
     StorageRecord,
 )
+from clustereval.report.units import iec_whole
 from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
@@ -124,7 +125,7 @@ class StoragePhase:
                 if cell.error and cell.error != "interrupted":
                     note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
                     rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} "
+                                        text=f"`fio` has no {iec_whole(cell.file_size_bytes)} "
                                              f"{cell.rw} figures for `{path}`: {cell.error}.",
                                         plan="read the raw fio output, fix the cause, re-run the storage phase"))
             if shared:
@@ -201,7 +202,7 @@ class StoragePhase:
         need = fio_probe.bytes_written_at_once(max(self.file_sizes)) + SPACE_MARGIN_BYTES
         scratch.require_space(node, path, need,
                               f"the scan's largest run ({fio_probe.NUM_JOBS} jobs x "
-                              f"{fio_probe.iec_label(max(self.file_sizes))})")
+                              f"{iec_whole(max(self.file_sizes))})")
         return scratch.ensure(node, path)
 
     # -- one scan: six fio runs ----------------------------------------------------------------
@@ -222,13 +223,13 @@ class StoragePhase:
             n += 1
             kept = self._kept.get((scan.mount, size, rw))
             if kept is not None:  # --resume: this run finished before; its figures stand
-                ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount}: "
+                ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {scan.mount}: "
                                                    f"kept from the earlier attempt (run {n} of {total_runs})", None)
                 scan.cells.append(kept)
                 continue
             left = self._time_left(plan[i:], total_runs - n + 1, runtime + ramp)
             after = self._time_left(plan[i + 1:], total_runs - n, runtime + ramp)
-            ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
+            ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {scan.mount} "
                                                f"(run {n} of {total_runs})", left)
             cell = self._one_run(ctx, node, area, workdir, scan.mount, size, rw, left, after)
             scan.cells.append(cell)
@@ -288,7 +289,7 @@ class StoragePhase:
                 if time.monotonic() - last_note >= PROGRESS_EVERY_S and worker.is_alive():
                     last_note = time.monotonic()
                     spent = last_note - t0
-                    ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {mount}: "
+                    ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {mount}: "
                                                        f"{spent:.0f} s in", max(left_s - spent, after_s))
         except KeyboardInterrupt:  # the second Ctrl-C: stop fio and go, within seconds
             self._stop_fio(ctx, node, pidfile)
@@ -306,7 +307,7 @@ class StoragePhase:
         if stopped or ctx.stop.is_set():
             # Ctrl-C stopped this run part-way: its output is discarded and the run repeats on --resume
             cell.error = "interrupted"
-            ctx.progress(self.name, node.name, f"interrupt: stopped fio {fio_probe.iec_label(size)} {rw} on {mount}; "
+            ctx.progress(self.name, node.name, f"interrupt: stopped fio {iec_whole(size)} {rw} on {mount}; "
                                                "that run is discarded and runs again on --resume", None)
             return cell
         label = "local" if mount == normalize(ctx.config.local_scratch) else _slug(mount)
@@ -315,7 +316,7 @@ class StoragePhase:
         cell.raw_json = raw
         if res.timed_out:
             cell.error = (f"fio did not finish within {limit_s:.0f} s on {mount} (the mount may be hung; "
-                          f"{fio_probe.iec_label(size)} files, {runtime + ramp:.0f} s timed)")
+                          f"{iec_whole(size)} files, {runtime + ramp:.0f} s timed)")
             return cell
         if not res.ok:
             cell.error = last_line(res.stderr, f"fio exited {res.rc}")[:300]
@@ -350,7 +351,7 @@ class StoragePhase:
             check_declared(ctx.config, mount)
             scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
                                   f"the concurrent write ({len(ctx.nodes)} nodes x "
-                                  f"{fio_probe.iec_label(self.concurrent_bytes)})")
+                                  f"{iec_whole(self.concurrent_bytes)})")
             area = scratch.ensure(first, mount)
         except (ScratchError, TransportError) as exc:
             rec.gaps.append(Gap(phase=self.name, text=f"The concurrent write to `{mount}` did not run: {exc.message}.",
@@ -367,7 +368,7 @@ class StoragePhase:
         cw.argv = argv_for(Node("<node>", "<node>", index=0))
         cw.argv[2] = f"of={folder}/node<N>.bin"
         ctx.progress(self.name, first.name, f"{len(ctx.nodes)} nodes write "
-                                            f"{fio_probe.iec_label(self.concurrent_bytes)} each to {mount} at once", None)
+                                            f"{iec_whole(self.concurrent_bytes)} each to {mount} at once", None)
         t0 = time.monotonic()
 
         def one(node: Node) -> NodeWrite:
@@ -504,7 +505,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
         layout.num_targets = disks.num_data_disks or None
         parts = []
         if layout.block_size_bytes:
-            parts.append(f"block size {fio_probe.iec_label(layout.block_size_bytes)} (`mmlsfs`)")
+            parts.append(f"block size {iec_whole(layout.block_size_bytes)} (`mmlsfs`)")
         if disks.num_disks:
             parts.append(f"{disks.num_data_disks} data disks of {disks.num_disks} (`mmlsdisk`)")
         layout.summary = ", ".join(parts)
@@ -517,7 +518,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
         if entry.num_targets is not None:
             parts.append(f"{entry.num_targets} storage targets per file")
         if layout.stripe_size_bytes:
-            parts.append(f"chunk size {fio_probe.iec_label(layout.stripe_size_bytes)}")
+            parts.append(f"chunk size {iec_whole(layout.stripe_size_bytes)}")
         layout.summary = ", ".join(parts) + (" (`beegfs-ctl --getentryinfo`)" if parts else "")
     elif fstype in ("nfs", "nfs4"):
         layout.tool = "nfsstat"
@@ -536,14 +537,14 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     if comps and len(comps) == 1:
         c = comps[0]
         count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
-        parts.append(f"default stripe count {count}, stripe size {fio_probe.iec_label(c.stripe_size_bytes)} "
+        parts.append(f"default stripe count {count}, stripe size {iec_whole(c.stripe_size_bytes)} "
                      "(`lfs getstripe -d`)")
     elif comps:
         steps = []
         for c in comps:
             count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
             end = c.extent_end
-            limit = "beyond" if end in ("EOF", "-1", "") else f"up to {fio_probe.iec_label(int(end))}" \
+            limit = "beyond" if end in ("EOF", "-1", "") else f"up to {iec_whole(int(end))}" \
                 if end.isdigit() else f"up to {end}"
             steps.append(f"{count} {limit}")
         parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
