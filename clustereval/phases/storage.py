@@ -34,6 +34,7 @@ from clustereval.records.storage import (
     StorageRecord,
 )
 from clustereval.report.units import iec_whole
+from clustereval.store import slug
 from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
@@ -310,7 +311,7 @@ class StoragePhase:
             ctx.progress(self.name, node.name, f"interrupt: stopped fio {iec_whole(size)} {rw} on {mount}; "
                                                "that run is discarded and runs again on --resume", None)
             return cell
-        label = "local" if mount == normalize(ctx.config.local_scratch) else _slug(mount)
+        label = "local" if mount == normalize(ctx.config.local_scratch) else _mount_slug(mount)
         raw = f"storage/fio-{label}-{fio_probe.fio_size_arg(size)}-{rw}.json"
         ctx.raw(raw, res.stdout if res.stdout.strip() else res.stderr)
         cell.raw_json = raw
@@ -474,13 +475,13 @@ def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[Filesyst
 def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchArea) -> Layout | None:
     """The parallel FS's layout for the scanned folder, raw into the raw folder and summarised."""
     fstype = scan.fstype.lower()
-    slug = _slug(scan.mount)
+    mount_part = _mount_slug(scan.mount)
     workdir = posixpath.join(area.path, "fio-test")
     layout = Layout()
 
     def grab(name: str, argv: list[str]) -> str:
         res = ctx.transport.run(node, argv, timeout_s=120)
-        rel = f"storage/layout-{slug}-{name}.txt"
+        rel = f"storage/layout-{mount_part}-{name}.txt"
         ctx.raw(rel, f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
         layout.raw_files.append(rel)
         if not res.ok:
@@ -553,8 +554,8 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     return "; ".join(parts)
 
 
-def _slug(path: str) -> str:
-    text = path.strip("/").replace("/", "-")
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text) or "root"
+def _mount_slug(path: str) -> str:
+    """``/mnt/shared`` -> ``mnt-shared``, ``/`` -> ``root``: a mount point in a raw file's name."""
+    return slug(path.strip("/").replace("/", "-"), default="root")
 
 
