@@ -18,18 +18,19 @@ import statistics
 from collections.abc import Mapping
 
 from clustereval.analysis.snapshot import format_signal
-from clustereval.records.debug import NcclDebugRecord, PairBusbw, SuspectNode, TopologyFact
+from clustereval.records.debug import NcclDebugRecord, SuspectNode, TopologyFact
+from clustereval.records.network import PairResult
 from clustereval.records.snapshot import Signal
 
 
-def rank_suspects(pairs: list[PairBusbw], stragglers: list[str],
+def rank_suspects(pairs: list[PairResult], stragglers: list[str],
                   concerns: Mapping[str, list[Signal]]) -> list[SuspectNode]:
     named = list(stragglers)
     nodes = sorted({n for p in pairs for n in (p.a, p.b)} | set(concerns))
-    by_node: dict[str, list[PairBusbw]] = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
+    by_node: dict[str, list[PairResult]] = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
     out: list[SuspectNode] = []
 
-    def slow_of(n: str) -> list[PairBusbw]:
+    def slow_of(n: str) -> list[PairResult]:
         return [p for p in by_node[n] if p.slow]
 
     def mean_of(n: str) -> float:
@@ -70,7 +71,7 @@ def rank_suspects(pairs: list[PairBusbw], stragglers: list[str],
     return out
 
 
-def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw],
+def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairResult],
                   label: str = "group") -> TopologyFact | None:
     """How the measured nodes split by ``groups`` (node -> switch / subnet / model) and whether the
     slow pairs line up with that split. None when fewer than two measured nodes are grouped."""

@@ -21,7 +21,7 @@ from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, select_nodes, snapshot_
 from clustereval.errors import ScratchError, TransportError, UsageError
 from clustereval.phases.base import Profile, ProgressFn, RunContext
 from clustereval.phases.scratch import check_declared, inside, normalize, scratch_for
-from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout
+from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
 from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
 from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
@@ -254,12 +254,8 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 rec.gaps.append(Gap(phase=rec.phase, node=node.name,
                                     text=f"The quick scan of `{target}` did not run: {exc.message}.",
                                     plan=exc.hint or "free space or pick another folder, then run it again"))
-            for cell in scan.cells:
-                if cell.error and cell.error != "interrupted":
-                    rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                                        text=f"`fio` has no {iec_whole(cell.file_size_bytes)} {cell.rw} "
-                                             f"figures for `{target}`: {cell.error}.",
-                                        plan="read the raw fio output in the run folder"))
+            rec.gaps += [gap for _, gap in fio_cell_gaps(rec.phase, node.name, target, scan.cells,
+                                                         "read the raw fio output in the run folder")]
     finally:
         for move in scratch.cleanup([node]):
             if move.action == "moved":

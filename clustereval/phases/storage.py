@@ -122,13 +122,10 @@ class StoragePhase:
                 rec.gaps.append(error_gap(ctx, self.name, f"the IO benchmark of `{path}`", node, exc,
                                           "`fio`"))
             done += len(self.file_sizes) * len(fio_probe.OPS)
-            for cell in scan.cells:
-                if cell.error and cell.error != "interrupted":
-                    note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
-                    rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                        text=f"`fio` has no {iec_whole(cell.file_size_bytes)} "
-                                             f"{cell.rw} figures for `{path}`: {cell.error}.",
-                                        plan="read the raw fio output, fix the cause, re-run the storage phase"))
+            for cell, gap in fio_cell_gaps(self.name, node.name, path, scan.cells,
+                                           "read the raw fio output, fix the cause, re-run the storage phase"):
+                note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
+                rec.gaps.append(gap)
             if shared:
                 rec.shared.append(scan)
             else:
@@ -552,6 +549,14 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     if df.num_osts:
         parts.append(f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
     return "; ".join(parts)
+
+
+def fio_cell_gaps(phase: str, node: str, path: str, cells: list[FioCell], plan: str) -> list[tuple[FioCell, Gap]]:
+    """A Gap for each fio run of a scan that has no figures, beside the run it is about. An
+    interrupted run is not one: it is discarded and runs again on --resume."""
+    return [(c, Gap(phase=phase, node=node, text=f"`fio` has no {iec_whole(c.file_size_bytes)} {c.rw} figures "
+                                                 f"for `{path}`: {c.error}.", plan=plan))
+            for c in cells if c.error and c.error != "interrupted"]
 
 
 def _mount_slug(path: str) -> str:
