@@ -176,7 +176,8 @@ class HealthPhase:
             nh.ran, nh.dcgm_version, nh.results = report.ran, report.version, report.results
             nh.errors += report.errors
             if not report.ran:
-                why = "timed out after 30 min" if res.timed_out else last_line(res.stdout + "\n" + res.stderr, "no output")[:200]
+                why = ("timed out after 30 min" if res.timed_out
+                       else last_line(res.stdout + "\n" + res.stderr, "no output")[:200])
                 return nh, [Gap(self.name, f"[`dcgmi diag -r {self.level}`]({DIAG_URL}) did not complete on "
                                            f"{node.name} ({why}).",
                                 "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "

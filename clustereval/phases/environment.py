@@ -83,7 +83,8 @@ class EnvironmentPhase:
         if smi.rc not in (0, 127) and not env.gpus:
             gaps.append(Gap(phase=self.name, node=node.name,
                             text=f"The NVIDIA driver on `{env.hostname or node.name}` did not answer "
-                                 f"({last_line(smi.stderr or smi.stdout, f'exit {smi.rc}')}), so its GPUs are not in the inventory.",
+                                 f"({last_line(smi.stderr or smi.stdout, f'exit {smi.rc}')}), "
+                                 "so its GPUs are not in the inventory.",
                             plan="check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall "
                                  "usually fixes it), then `clustereval run --resume RUN_DIR`; or drop the node"))
         missing = [t for t in REQUIRED if t in errors_tools(errors)]

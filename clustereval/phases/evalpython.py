@@ -273,7 +273,8 @@ class EvalPythonPhase:
             res = ctx.transport.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
                                     timeout_s=3600)
             if not res.ok:
-                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: " + last_line(res.stderr, "no output")[:200])
+                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: "
+                                 + last_line(res.stderr, "no output")[:200])
                 return False
         rec.mode = "venv"
         probe = EvalPythonRecord(mode="venv")

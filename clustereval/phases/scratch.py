@@ -314,7 +314,8 @@ class Scratch:
         space = self.space(node, path)
         if space.avail_bytes < need_bytes:
             raise ScratchError(
-                f"{node.name}: {path} has {iec_one_decimal(space.avail_bytes)} free, and {what} needs {iec_one_decimal(need_bytes)}; "
+                f"{node.name}: {path} has {iec_one_decimal(space.avail_bytes)} free, "
+                f"and {what} needs {iec_one_decimal(need_bytes)}; "
                 "nothing was written",
                 "free space on that mount, or point the scan at a mount with room")
         return space
