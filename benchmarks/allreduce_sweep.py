@@ -30,7 +30,8 @@ from clustereval.phases.base import RunContext  # noqa: E402
 from clustereval.phases.network import NCCL_INFO_ENV  # noqa: E402
 from clustereval.phases.torchrun import launch, nccl_env_info  # noqa: E402
 from clustereval.probes.nccl_debug import parse_nccl_info  # noqa: E402
-from clustereval.report.network_plots import Series, busbw_png, iec  # noqa: E402
+from clustereval.report.network_plots import Series, busbw_png  # noqa: E402
+from clustereval.report.units import iec_precise  # noqa: E402
 from clustereval.store import RunState, RunStore  # noqa: E402
 from clustereval.transport.base import Node  # noqa: E402
 from clustereval.transport.local import LocalTransport  # noqa: E402
@@ -124,7 +125,7 @@ def main() -> int:
             worst_every = min(worst_every, ratio)
             if size >= LARGE_FROM:
                 worst_large = min(worst_large, ratio)
-        table.append([iec(size), f"{r['busbw_gb_s']:.2f}", r.get("method", ""), f"{ref:.2f}" if ref else "",
+        table.append([iec_precise(size), f"{r['busbw_gb_s']:.2f}", r.get("method", ""), f"{ref:.2f}" if ref else "",
                       f"{ratio:.3f}" if ratio is not None else "", f"{eager['busbw_gb_s']:.2f}" if eager else "",
                       f"{blk['busbw_gb_s']:.2f}" if blk else "", f"{ref_blk:.2f}" if ref_blk else "",
                       f"{blk_ratio:.3f}" if blk_ratio is not None else ""])

@@ -39,7 +39,7 @@ def _quick_scan_layout_verdict_and_evidence(tmp_path, local, shared):
     assert rec.gaps == [], rec.gaps
     assert rec.shared is not None and rec.shared.complete and rec.local is not None and rec.local.complete
     assert all(c.bw_mib_s > 0 for c in rec.shared.cells + rec.local.cells)
-    assert rec.mount == "/" or rec.path == str(shared)
+    assert rec.path == str(shared) and rec.mount == str(shared) and rec.fstype == "tmpfs"
     assert rec.verdict == "undecided"  # no operator figures in the config
     lines = report_lines(rec)
     text = "\n".join(lines)

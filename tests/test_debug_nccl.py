@@ -13,12 +13,14 @@ from clustereval.analysis.nccl_debug import grouping_fact, rank_suspects, report
 from clustereval.config import Config
 from clustereval.debug.nccl import debug_nccl, pairs_from
 from clustereval.probes.slurm_topology import expand_hostlist, parse_node_features, parse_topology
-from clustereval.records.debug import PairBusbw
+from clustereval.records import from_dict
+from clustereval.records.debug import NcclDebugRecord
+from clustereval.records.network import PairResult
 from clustereval.records.snapshot import Signal
 from tests.conftest import run_cli
 
 
-def _pairs(values: dict[tuple[str, str], float | None], threshold: float = 5.0) -> list[PairBusbw]:
+def _pairs(values: dict[tuple[str, str], float | None], threshold: float = 5.0) -> list[PairResult]:
     data = {"pairs": [{"a": a, "b": b, "busbw_gb_s": v} for (a, b), v in values.items()], "threshold_pct": threshold}
     pairs, _, _ = pairs_from(data)
     return pairs
@@ -34,6 +36,18 @@ def test_slow_flags_follow_the_5_percent_rule():
     assert {(p.a, p.b) for p in pairs if p.slow} == {("n0", "n2"), ("n1", "n2"), ("n2", "n3")}
     pairs, _, _ = pairs_from({"pairs": [{"a": "x", "b": "y", "busbw_gb_s": None}, {"a": "x", "b": "z", "busbw_gb_s": 5}]})
     assert [p.slow for p in pairs] == [False, False]  # a pair that did not complete is failed, not slow
+
+
+def test_pairs_keep_round_and_samples_and_an_old_debug_record_still_loads():
+    pairs, _, _ = pairs_from({"pairs": [{"a": "x", "b": "y", "round": 2, "busbw_gb_s": 9.0, "samples_gb_s": [8.5, 9.0],
+                                         "slow": False}]})
+    assert (pairs[0].round, pairs[0].samples_gb_s) == (2, [8.5, 9.0])
+    # a debug record written when its pairs had only a, b, busbw, slow and error
+    old = {"phase": "debug-nccl", "pairs": [{"a": "x", "b": "y", "busbw_gb_s": 1.5, "slow": True, "error": ""}],
+           "suspects": [{"node": "x", "rank": 1, "slow_pairs": [{"a": "x", "b": "y", "busbw_gb_s": 1.5, "slow": True}]}]}
+    rec = from_dict(NcclDebugRecord, old)
+    assert rec.pairs == [PairResult(a="x", b="y", busbw_gb_s=1.5, slow=True)]
+    assert rec.suspects[0].slow_pairs == rec.pairs
 
 
 def test_ranking_straggler_first_then_independent_then_concerns_only():
@@ -64,8 +78,8 @@ def test_switch_grouping_explains_cross_switch_slowness():
     fact = grouping_fact("scontrol show topology", {"n0": "s0", "n1": "s0", "n2": "s1", "n3": "s1"},
                          _pairs(values), label="switch")
     assert fact is not None and fact.explains
-    assert fact.text.startswith("nodes by switch: s0: n0, n1; s1: n2, n3; all 4 slow pairs cross switchs") or \
-        "all 4 slow pairs cross" in fact.text
+    assert fact.text.startswith("nodes by switch: s0: n0, n1; s1: n2, n3; all 4 slow pairs cross switches and "
+                                "every pair within one switch is fast")
     same = grouping_fact("subnet", {"n0": "10.0.0.0/24", "n1": "10.0.0.0/24", "n2": "10.0.0.0/24", "n3": "10.0.0.0/24"},
                          _pairs(FOUR), label="subnet")
     assert same is not None and not same.explains and "every measured node shares one subnet" in same.text

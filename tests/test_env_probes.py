@@ -18,6 +18,7 @@ from clustereval.probes import (
     nvsmi_topo,
 )
 from clustereval.probes import software as software_probe
+from clustereval.report.units import iec
 from tests.envfixtures import h200x2_outputs
 
 FIX = Path(__file__).resolve().parent / "fixtures"
@@ -248,8 +249,8 @@ def test_df_wrapped_source_and_sizes_only():
 
 
 def test_iec_size():
-    assert filesystems.iec_size(3840755982336) == "3.5 TiB"
-    assert filesystems.iec_size(270582939648) == "252 GiB"
+    assert iec(3840755982336) == "3.5 TiB"
+    assert iec(270582939648) == "252 GiB"
 
 
 # -- software ------------------------------------------------------------------------------

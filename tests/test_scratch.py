@@ -8,7 +8,8 @@ import pytest
 
 from clustereval.errors import ScratchError
 from clustereval.phases.scratch import AREAS_FILE, Scratch, check_declared, scratch_for, scratch_root
-from clustereval.report.cleanup import cleanup_lines, human_bytes
+from clustereval.report.cleanup import cleanup_lines
+from clustereval.report.units import iec_one_decimal
 from tests.conftest import run_cli
 from tests.storagehelpers import du_bytes, files_outside_trash, make_ctx, tmpfs
 
@@ -160,7 +161,7 @@ def _cluster_toml(tmp_path, *, local, shared=None):
 
 
 def test_human_bytes():
-    assert human_bytes(0) == "0 B" and human_bytes(16 * 2**30) == "16.0 GiB" and human_bytes(1536) == "1.5 KiB"
+    assert iec_one_decimal(0) == "0 B" and iec_one_decimal(16 * 2**30) == "16.0 GiB" and iec_one_decimal(1536) == "1.5 KiB"
 
 
 def test_a_lost_node_leaves_a_clear_note_and_shared_scratch_moves_through_another_node(cluster3, tmp_path):

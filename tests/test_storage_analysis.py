@@ -9,11 +9,11 @@ from clustereval.analysis.storage import (
     judge,
     plan_scans,
     relative_difference,
-    size_label,
     target_for,
 )
 from clustereval.config import StorageTarget
 from clustereval.records.storage import FILE_SIZES, FioCell, MountScan
+from clustereval.report.units import iec_df
 
 
 def scan(mount, bw=100.0, scale=None, shared=True, size=2**40, **kw):
@@ -27,10 +27,10 @@ def scan(mount, bw=100.0, scale=None, shared=True, size=2**40, **kw):
 
 
 def test_size_labels_follow_df_precision():
-    assert size_label(270553174016) == "252 GiB"
-    assert size_label(int(2.3 * 2**40)) == "2.3 TiB"
-    assert size_label(28 * 2**40) == "28 TiB"
-    assert size_label(512) == "512 B"
+    assert iec_df(270553174016) == "252 GiB"
+    assert iec_df(int(2.3 * 2**40)) == "2.3 TiB"
+    assert iec_df(28 * 2**40) == "28 TiB"
+    assert iec_df(512) == "512 B"
 
 
 def test_plan_one_scan_per_type_and_size():

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clustereval.analysis.snapshot import format_signal
+from clustereval.analysis.storage import cell_key
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.snapshot import Signal
-from clustereval.records.storage import FioCell, Layout, cell_key, iec_label
+from clustereval.records.storage import FioCell, Layout
+from clustereval.report.units import iec_whole
 
 TARGET_SHORTFALL = 0.8  # measured below this fraction of the operator's figure: the capacity side
 
@@ -41,7 +43,7 @@ def sweep_text(cells: list[FioCell]) -> str:
         if r is None and w is None:
             continue
         fmt = [f"{v:.1f} MiB/s" if v is not None else "no figure" for v in (r, w)]
-        parts.append(f"{iec_label(size)} {fmt[0]} / {fmt[1]}")
+        parts.append(f"{iec_whole(size)} {fmt[0]} / {fmt[1]}")
     return "read / write: " + ", ".join(parts) if parts else "no fio figures"
 
 
@@ -69,7 +71,7 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
         for rw in ("read", "write"):
             s_bw, l_bw = _bw(shared, size, rw), _bw(local, size, rw)
             if s_bw and l_bw:
-                ratios.append(f"{iec_label(size)} {rw} {l_bw / s_bw:.1f}×")
+                ratios.append(f"{iec_whole(size)} {rw} {l_bw / s_bw:.1f}×")
     if ratios:
         facts.append(f"{mount} is this many times slower than {local_label} (local bandwidth ÷ {mount} "
                      "bandwidth): " + ", ".join(ratios))
@@ -78,8 +80,8 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
         lo, hi = sizes[0], sizes[-1]
         small, large = _bw(shared, lo, "read"), _bw(shared, hi, "read")
         if small and large:
-            facts.append(f"reading {iec_label(lo)} files on {mount} runs at {small:.1f} MiB/s against "
-                         f"{large:.1f} MiB/s for {iec_label(hi)} files ({large / small:.1f}× apart)")
+            facts.append(f"reading {iec_whole(lo)} files on {mount} runs at {small:.1f} MiB/s against "
+                         f"{large:.1f} MiB/s for {iec_whole(hi)} files ({large / small:.1f}× apart)")
     if layout is not None and layout.summary:
         facts.append(f"layout of a new folder on {mount}: {layout.summary}")
     if layout is not None and layout.stripe_count is not None:
@@ -99,7 +101,7 @@ def diagnose(mount: str, shared: list[FioCell], local: list[FioCell], layout: La
                 compared.append((c, c.bw_mib_s / targets[key]))
         if compared:
             facts.append("against the operator's figures: " + ", ".join(
-                f"{iec_label(c.file_size_bytes)} {c.rw} {100 * frac:.0f}%" for c, frac in compared))
+                f"{iec_whole(c.file_size_bytes)} {c.rw} {100 * frac:.0f}%" for c, frac in compared))
             # bandwidth-bound cells decide (1 MiB and up); small files are latency-bound on any FS
             big = [frac for c, frac in compared if c.file_size_bytes >= 2**20] or [frac for _, frac in compared]
             verdict = "saturated" if min(big) < TARGET_SHORTFALL else "pattern"
@@ -193,8 +195,8 @@ def guidance(verdict: str, mount: str, shared: list[FioCell], layout: Layout | N
     if len(sizes) >= 2:
         small, large = _bw(shared, sizes[0], "read"), _bw(shared, sizes[-1], "read")
         if small and large:
-            pattern[-1] += (f" (here {iec_label(sizes[0])} files read at {small:.1f} MiB/s, "
-                            f"{iec_label(sizes[-1])} files at {large:.1f} MiB/s)")
+            pattern[-1] += (f" (here {iec_whole(sizes[0])} files read at {small:.1f} MiB/s, "
+                            f"{iec_whole(sizes[-1])} files at {large:.1f} MiB/s)")
     head = {"saturated": "verdict: the capacity side (see the facts above)",
             "pattern": "verdict: the filesystem delivers its figures; look at the job's I/O pattern",
             "undecided": (f"verdict: undecided until the operator's expected figures for {mount} are known "

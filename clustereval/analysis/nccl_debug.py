@@ -18,18 +18,19 @@ import statistics
 from collections.abc import Mapping
 
 from clustereval.analysis.snapshot import format_signal
-from clustereval.records.debug import NcclDebugRecord, PairBusbw, SuspectNode, TopologyFact
+from clustereval.records.debug import NcclDebugRecord, SuspectNode, TopologyFact
+from clustereval.records.network import PairResult
 from clustereval.records.snapshot import Signal
 
 
-def rank_suspects(pairs: list[PairBusbw], stragglers: list[str],
+def rank_suspects(pairs: list[PairResult], stragglers: list[str],
                   concerns: Mapping[str, list[Signal]]) -> list[SuspectNode]:
     named = list(stragglers)
     nodes = sorted({n for p in pairs for n in (p.a, p.b)} | set(concerns))
-    by_node: dict[str, list[PairBusbw]] = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
+    by_node: dict[str, list[PairResult]] = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
     out: list[SuspectNode] = []
 
-    def slow_of(n: str) -> list[PairBusbw]:
+    def slow_of(n: str) -> list[PairResult]:
         return [p for p in by_node[n] if p.slow]
 
     def mean_of(n: str) -> float:
@@ -70,7 +71,7 @@ def rank_suspects(pairs: list[PairBusbw], stragglers: list[str],
     return out
 
 
-def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw],
+def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairResult],
                   label: str = "group") -> TopologyFact | None:
     """How the measured nodes split by ``groups`` (node -> switch / subnet / model) and whether the
     slow pairs line up with that split. None when fewer than two measured nodes are grouped."""
@@ -89,11 +90,12 @@ def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw]
     cross = [p for p in judged if known[p.a] != known[p.b]]
     within = [p for p in judged if known[p.a] == known[p.b]]
     text = f"nodes by {label}: {layout}"
+    labels = label + ("es" if label.endswith(("s", "sh", "ch", "x", "z")) else "s")  # switches, subnets
     explains = False
     if slow and within and all(known[p.a] != known[p.b] for p in slow) and not any(p.slow for p in within):
         explains = True
-        text += (f"; all {len(slow)} slow pairs cross {label}s and every pair within one {label} is fast, "
-                 f"so the path between {label}s is the likely cause")
+        text += (f"; all {len(slow)} slow pairs cross {labels} and every pair within one {label} is fast, "
+                 f"so the path between {labels} is the likely cause")
     elif slow:
         # a group of one is the straggler itself, which says nothing new
         touched = [g for g, ns in members.items() if len(ns) > 1 and all(set(ns) & {p.a, p.b} for p in slow)]
@@ -102,7 +104,7 @@ def grouping_fact(source: str, groups: Mapping[str, str], pairs: list[PairBusbw]
             explains = True
             text += f"; every slow pair has a node in {label} {g}"
     elif cross:
-        text += f"; pairs across {label}s ran as fast as pairs within one"
+        text += f"; pairs across {labels} ran as fast as pairs within one"
     return TopologyFact(source=source, text=text, explains=explains)
 
 

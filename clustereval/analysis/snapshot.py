@@ -24,7 +24,6 @@ from clustereval.analysis.snapshot_rules import (  # noqa: F401 - the rules, re-
     THRESHOLDS,
     Collector,
     Thresholds,
-    fmt_bytes,
     format_signal,
     plural,
     threshold_table,
@@ -33,6 +32,7 @@ from clustereval.analysis.snapshot_rules import (  # noqa: F401 - the rules, re-
 )
 from clustereval.analysis.xid import xid_meaning, xid_origin
 from clustereval.records.snapshot import NodeReadings, Signal
+from clustereval.report.units import iec_tenths
 
 
 def evaluate(r: NodeReadings, t: Thresholds = THRESHOLDS) -> list[Signal]:
@@ -163,22 +163,22 @@ def _storage(r: NodeReadings, out: Collector, t: Thresholds) -> None:
         else:
             out.add(unavailable(r.node, "storage.shm", "/dev/shm size", st))
     elif r.shm.size_bytes < t.shm_min_bytes:
-        out.concern("storage.shm", f"/dev/shm is {fmt_bytes(r.shm.size_bytes)}",
-                    f"smaller than {fmt_bytes(t.shm_min_bytes)}", POINT_SHM)
+        out.concern("storage.shm", f"/dev/shm is {iec_tenths(r.shm.size_bytes)}",
+                    f"smaller than {iec_tenths(t.shm_min_bytes)}", POINT_SHM)
     elif r.shm.use_pct >= t.fullness_pct:
-        out.concern("storage.shm", f"/dev/shm {r.shm.use_pct:g}% full of {fmt_bytes(r.shm.size_bytes)}",
+        out.concern("storage.shm", f"/dev/shm {r.shm.use_pct:g}% full of {iec_tenths(r.shm.size_bytes)}",
                     f">= {t.fullness_pct:g}% full", POINT_SHM + "; stale files of finished jobs fill it")
     else:
-        out.ok("storage.shm", f"/dev/shm {fmt_bytes(r.shm.size_bytes)}, {r.shm.use_pct:g}% used")
+        out.ok("storage.shm", f"/dev/shm {iec_tenths(r.shm.size_bytes)}, {r.shm.use_pct:g}% used")
     # root volume
     if r.root is None:
         out.add(unavailable(r.node, "storage.root", "root volume fullness", r.tool("root")))
     elif r.root.use_pct >= t.fullness_pct:
-        out.concern("storage.root", f"root volume {r.root.use_pct:g}% full ({fmt_bytes(r.root.avail_bytes)} "
-                    f"free of {fmt_bytes(r.root.size_bytes)})", f">= {t.fullness_pct:g}% full", POINT_ROOT)
+        out.concern("storage.root", f"root volume {r.root.use_pct:g}% full ({iec_tenths(r.root.avail_bytes)} "
+                    f"free of {iec_tenths(r.root.size_bytes)})", f">= {t.fullness_pct:g}% full", POINT_ROOT)
     else:
-        out.ok("storage.root", f"root volume {r.root.use_pct:g}% full ({fmt_bytes(r.root.avail_bytes)} free "
-               f"of {fmt_bytes(r.root.size_bytes)})")
+        out.ok("storage.root", f"root volume {r.root.use_pct:g}% full ({iec_tenths(r.root.avail_bytes)} free "
+               f"of {iec_tenths(r.root.size_bytes)})")
     # shared mounts
     df_sections = {name[3:]: st for name, st in r.status.items() if name.startswith("df ")}
     if not df_sections:
@@ -196,13 +196,13 @@ def _storage(r: NodeReadings, out: Collector, t: Thresholds) -> None:
         label = (f"{row.path} (on {row.target}{kind})" if row.path and row.path != row.target
                  else f"{row.target}" + (f" ({row.fstype})" if row.fstype else ""))
         if row.use_pct >= t.fullness_pct:
-            out.concern("storage.shared", f"{label} {row.use_pct:g}% full ({fmt_bytes(row.avail_bytes)} free of "
-                        f"{fmt_bytes(row.size_bytes)})", f">= {t.fullness_pct:g}% full",
+            out.concern("storage.shared", f"{label} {row.use_pct:g}% full ({iec_tenths(row.avail_bytes)} free of "
+                        f"{iec_tenths(row.size_bytes)})", f">= {t.fullness_pct:g}% full",
                         f"storage: free space; a nearly full filesystem slows writes; `clustereval debug fs "
                         f"{row.path or row.target}`", subject=row.target)
         else:
-            out.ok("storage.shared", f"{label} {row.use_pct:g}% full ({fmt_bytes(row.avail_bytes)} free of "
-                   f"{fmt_bytes(row.size_bytes)})", subject=row.target)
+            out.ok("storage.shared", f"{label} {row.use_pct:g}% full ({iec_tenths(row.avail_bytes)} free of "
+                   f"{iec_tenths(row.size_bytes)})", subject=row.target)
     for lm in r.lustre:
         st = r.tool(f"lfs_df {lm.mount}")
         if not st.ok:

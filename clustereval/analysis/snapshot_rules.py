@@ -122,17 +122,6 @@ def threshold_table() -> list[tuple[str, str]]:
 # ---- helpers -----------------------------------------------------------------------------
 
 
-def fmt_bytes(n: float) -> str:
-    """IEC size with one decimal: 1.5 GiB, 256 GiB."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    value = float(n)
-    i = 0
-    while value >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    return f"{value:.0f} {units[i]}" if value >= 100 or i == 0 else f"{value:.1f} {units[i]}"
-
-
 def value_range(values: Iterable[float], unit: str) -> str:
     vals = sorted(values)
     lo, hi = vals[0], vals[-1]

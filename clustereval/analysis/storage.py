@@ -15,32 +15,16 @@ import posixpath
 from dataclasses import dataclass, field
 
 from clustereval.config import StorageTarget
-from clustereval.records.storage import FILE_SIZES, OPS, MountScan, cell_key
+from clustereval.records.storage import FILE_SIZES, OPS, MountScan
+from clustereval.report.units import iec_df, iec_whole
 
 EQUIVALENCE_TOLERANCE = 0.05  # the runbook's 5% rule
 TARGET_TOLERANCE = 0.05  # a cell this far below its target is a shortfall, not run-to-run noise
 
 
-def size_label(num_bytes: int) -> str:
-    """A volume size in IEC units at the precision ``df -h`` shows: ``252 GiB``, ``2.3 TiB``."""
-    value = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if value < 1024 or unit == "EiB":
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-        value /= 1024
-    return f"{num_bytes} B"
-
-
-def human_bytes(num_bytes: int) -> str:
-    """IEC with one decimal: ``16.0 GiB``, ``4.0 KiB``, ``0 B``."""
-    value = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{num_bytes} B"
+def cell_key(file_size_bytes: int, rw: str) -> str:
+    """The key operator targets use for one cell: ``16KiB-read``, ``1GiB-write``."""
+    return f"{iec_whole(file_size_bytes).replace(' ', '')}-{rw}"
 
 
 # ---- before the scan: what to scan ----------------------------------------------------------
@@ -87,7 +71,7 @@ def plan_scans(candidates: list[Candidate]) -> list[PlannedScan]:
             same.same_volume.append(cand.path)
             continue
         alike = next((p for p in plans if p.scan.fstype == cand.fstype
-                      and size_label(p.scan.size_bytes) == size_label(cand.size_bytes)), None)
+                      and iec_df(p.scan.size_bytes) == iec_df(cand.size_bytes)), None)
         if alike:
             alike.stands_for.append(cand.path)
             continue

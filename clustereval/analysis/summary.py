@@ -15,9 +15,9 @@ from clustereval.analysis.gpu_passes import BELOW_MEDIAN
 from clustereval.analysis.gpus import gpu_label
 from clustereval.analysis.network import intra_spec
 from clustereval.analysis.specs import lookup_gpu
-from clustereval.analysis.storage import target_for
+from clustereval.analysis.storage import cell_key, target_for
 from clustereval.records import Finding, Gap, to_dict
-from clustereval.records.storage import cell_key, iec_label
+from clustereval.report.units import iec_whole
 
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KIND = "clustereval-summary"
@@ -144,7 +144,7 @@ def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | 
         out.append({
             "id": f"{kind}/{where}/{r.payload_bytes}",
             "kind": kind,
-            "subject": f"{subject} at {iec_label(r.payload_bytes)}",
+            "subject": f"{subject} at {iec_whole(r.payload_bytes)}",
             **({"node": node} if node is not None else {}),
             "payload_bytes": r.payload_bytes,
             "value": round(r.busbw_gb_s, 4),
@@ -198,7 +198,7 @@ def _storage_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, A
                 continue
             key = cell_key(c.file_size_bytes, c.rw)
             out.append({"id": f"fio/{nodes.key(scan.node)}{scan.mount}/{key}", "kind": "fio",
-                        "subject": f"`{scan.mount}` on {nodes.label(scan.node)}, {iec_label(c.file_size_bytes)} {c.rw}",
+                        "subject": f"`{scan.mount}` on {nodes.label(scan.node)}, {iec_whole(c.file_size_bytes)} {c.rw}",
                         "node": nodes.idx(scan.node), "mount": scan.mount, "cell": key,
                         "value": round(c.bw_mib_s, 3), "unit": "MiB/s", "state": "ok",
                         "noise_frac": None, "noise_basis": "the fio tolerance",

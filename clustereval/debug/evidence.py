@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import tarfile
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from clustereval.analysis.snapshot import format_signal
 from clustereval.records import to_dict
 from clustereval.records.snapshot import NodeSnapshot, Signal, SnapshotRecord
 from clustereval.redact import mount_table
-from clustereval.store import atomic_write, utc_now_iso, utc_stamp
+from clustereval.store import atomic_write, slug, utc_now_iso, utc_stamp
 
 # snapshot section -> file name in the bundle (the tool's own output, unchanged)
 RAW_FILES = {
@@ -40,13 +39,9 @@ RAW_FILES = {
 }
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "node"
-
-
 def new_bundle_root(parent: Path, label: str) -> Path:
     """``parent/<label>-<stamp>/``, never an existing folder."""
-    base = parent / f"{_safe(label)}-{utc_stamp()}"
+    base = parent / f"{slug(label, default='node')}-{utc_stamp()}"
     candidate, n = base, 1
     while candidate.exists():
         n += 1
@@ -59,16 +54,16 @@ def raw_file_name(section: str) -> str:
     if section in RAW_FILES:
         return RAW_FILES[section]
     if section.startswith("df "):
-        return f"df-{_safe(section[3:])}.txt"
+        return f"df-{slug(section[3:], default='node')}.txt"
     if section.startswith("lfs_df "):
-        return f"lfs-df-{_safe(section[7:])}.txt"
-    return f"{_safe(section)}.txt"
+        return f"lfs-df-{slug(section[7:], default='node')}.txt"
+    return f"{slug(section, default='node')}.txt"
 
 
 def write_node_bundle(root: Path, snap: NodeSnapshot, *, verdict: list[str] | None = None,
                       extra: dict[str, str] | None = None, drift: list[Signal] | None = None) -> Path:
     """One node's folder under ``root`` plus ``<folder>.tar.gz``; returns the archive path."""
-    folder = root / _safe(snap.node)
+    folder = root / slug(snap.node, default="node")
     concerns = [format_signal(s) for s in snap.signals if s.concern]
     drift_lines = [format_signal(s) for s in (drift or []) if s.concern]
     readme = [f"node: {snap.node}" + (f" (host {snap.hostname})" if snap.hostname else ""),
@@ -97,7 +92,7 @@ def write_node_bundle(root: Path, snap: NodeSnapshot, *, verdict: list[str] | No
             continue  # folded into versions.txt
         files[raw_file_name(section)] = (mount_table(text) if section == "mounts" else text) + "\n"
     for name, text in (extra or {}).items():
-        files[_safe(name)] = text if text.endswith("\n") else text + "\n"
+        files[slug(name, default="node")] = text if text.endswith("\n") else text + "\n"
     for name, text in files.items():
         atomic_write(folder / name, text)
     archive = root / f"{folder.name}.tar.gz"

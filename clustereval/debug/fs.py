@@ -21,13 +21,14 @@ from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, select_nodes, snapshot_
 from clustereval.errors import ScratchError, TransportError, UsageError
 from clustereval.phases.base import Profile, ProgressFn, RunContext
 from clustereval.phases.scratch import check_declared, inside, normalize, scratch_for
-from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout
+from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
 from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
 from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
 from clustereval.records import Gap
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
+from clustereval.report.units import iec_whole
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
@@ -244,7 +245,7 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 scratch.require_space(node, target, fio_probe.bytes_written_at_once(max(phase.file_sizes))
                                       + SPACE_MARGIN_BYTES,
                                       f"the quick scan's largest run ({fio_probe.NUM_JOBS} jobs x "
-                                      f"{fio_probe.iec_label(max(phase.file_sizes))})")
+                                      f"{iec_whole(max(phase.file_sizes))})")
                 area = scratch.ensure(node, target)
                 phase.scan(ctx, node, area, scan, first_run=number * per_scan, total_runs=per_scan * len(plan))
                 if shared:
@@ -253,12 +254,8 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 rec.gaps.append(Gap(phase=rec.phase, node=node.name,
                                     text=f"The quick scan of `{target}` did not run: {exc.message}.",
                                     plan=exc.hint or "free space or pick another folder, then run it again"))
-            for cell in scan.cells:
-                if cell.error and cell.error != "interrupted":
-                    rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} {cell.rw} "
-                                             f"figures for `{target}`: {cell.error}.",
-                                        plan="read the raw fio output in the run folder"))
+            rec.gaps += [gap for _, gap in fio_cell_gaps(rec.phase, node.name, target, scan.cells,
+                                                         "read the raw fio output in the run folder")]
     finally:
         for move in scratch.cleanup([node]):
             if move.action == "moved":

@@ -26,7 +26,8 @@ from clustereval.phases.base import PROFILES, ProgressFn, RunContext
 from clustereval.phases.scratch import scratch_for
 from clustereval.probes.slurm_topology import parse_node_features, parse_topology
 from clustereval.records import to_dict
-from clustereval.records.debug import NcclDebugRecord, PairBusbw, TopologyFact
+from clustereval.records.debug import NcclDebugRecord, TopologyFact
+from clustereval.records.network import PairResult
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
@@ -53,13 +54,14 @@ def load_pairs_file(path: Path) -> dict:
     return data
 
 
-def pairs_from(data: dict) -> tuple[list[PairBusbw], float, float]:
+def pairs_from(data: dict) -> tuple[list[PairResult], float, float]:
     """(pairs, mean busbw, threshold %) from a pairwise record dict; slow flags recomputed with the
     5% rule when the record has none (a pair that did not complete is never slow)."""
     threshold = float(data.get("threshold_pct") or 5.0)
-    pairs = [PairBusbw(a=str(p["a"]), b=str(p["b"]),
-                       busbw_gb_s=float(p["busbw_gb_s"]) if p.get("busbw_gb_s") is not None else None,
-                       slow=bool(p.get("slow", False)), error=str(p.get("error", "")))
+    pairs = [PairResult(a=str(p["a"]), b=str(p["b"]), round=int(p.get("round", 0)),
+                        busbw_gb_s=float(p["busbw_gb_s"]) if p.get("busbw_gb_s") is not None else None,
+                        slow=bool(p.get("slow", False)), error=str(p.get("error", "")),
+                        samples_gb_s=[float(v) for v in p.get("samples_gb_s") or []])
              for p in data["pairs"]]
     done = [p.busbw_gb_s for p in pairs if p.busbw_gb_s is not None]
     mean = float(data.get("mean_busbw_gb_s") or (sum(done) / len(done) if done else 0.0))
@@ -70,7 +72,7 @@ def pairs_from(data: dict) -> tuple[list[PairBusbw], float, float]:
     return pairs, mean, threshold
 
 
-def _slurm_facts(transport: Transport, node: Node, names: dict[str, str], pairs: list[PairBusbw]
+def _slurm_facts(transport: Transport, node: Node, names: dict[str, str], pairs: list[PairResult]
                  ) -> list[TopologyFact]:
     """Switch / block placement and node features from Slurm, read on ``node``."""
     facts: list[TopologyFact] = []

@@ -37,6 +37,7 @@ from clustereval.phases.gpunode import (
 )
 from clustereval.phases.pernode import each_node
 from clustereval.phases.workerproc import WorkerProc, is_event
+from clustereval.probes._text import last_line
 from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
@@ -161,7 +162,7 @@ class HealthPhase:
             disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
         try:
             if not disc.ok:
-                why = _last_line(disc.stdout + "\n" + disc.stderr)
+                why = last_line(disc.stdout + "\n" + disc.stderr, "no output")[:200]
                 nh.errors.append(why)
                 return nh, [Gap(self.name, f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be "
                                            f"reached on {node.name} ({why}), so the hardware health check did not run "
@@ -175,7 +176,8 @@ class HealthPhase:
             nh.ran, nh.dcgm_version, nh.results = report.ran, report.version, report.results
             nh.errors += report.errors
             if not report.ran:
-                why = "timed out after 30 min" if res.timed_out else _last_line(res.stdout + "\n" + res.stderr)
+                why = ("timed out after 30 min" if res.timed_out
+                       else last_line(res.stdout + "\n" + res.stderr, "no output")[:200])
                 return nh, [Gap(self.name, f"[`dcgmi diag -r {self.level}`]({DIAG_URL}) did not complete on "
                                            f"{node.name} ({why}).",
                                 "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
@@ -187,11 +189,6 @@ class HealthPhase:
                     ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
                 except TransportError:
                     pass  # the node stopped answering: the diag's own error is the one to report
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else "no output"
 
 
 # -- matmul ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import worker_argv, worker_env
 from clustereval.phases.tools import publish_source
+from clustereval.probes._text import last_line
 from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
 from clustereval.records import CommandResult, Gap
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
@@ -82,7 +83,8 @@ class EnvironmentPhase:
         if smi.rc not in (0, 127) and not env.gpus:
             gaps.append(Gap(phase=self.name, node=node.name,
                             text=f"The NVIDIA driver on `{env.hostname or node.name}` did not answer "
-                                 f"({_last_line(smi)}), so its GPUs are not in the inventory.",
+                                 f"({last_line(smi.stderr or smi.stdout, f'exit {smi.rc}')}), "
+                                 "so its GPUs are not in the inventory.",
                             plan="check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall "
                                  "usually fixes it), then `clustereval run --resume RUN_DIR`; or drop the node"))
         missing = [t for t in REQUIRED if t in errors_tools(errors)]
@@ -118,7 +120,7 @@ class EnvironmentPhase:
             elif tool in MUST_ANSWER and res.rc != 127:
                 # a missing or failing optional tool (no RDMA stack, no lsblk in a container) is simply
                 # not in the inventory; its raw output still says why
-                errors.append(f"{tool}: {_last_line(res)}")
+                errors.append(f"{tool}: {last_line(res.stderr or res.stdout, f'exit {res.rc}')}")
             if tool == SOFTWARE and not res.ok:
                 outputs[tool] = res.stdout or res.stderr  # the parser keeps the last line as the error
         return results
@@ -126,11 +128,6 @@ class EnvironmentPhase:
 
 def errors_tools(errors: list[str]) -> set[str]:
     return {e.split(":", 1)[0] for e in errors}
-
-
-def _last_line(res: CommandResult) -> str:
-    lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-    return lines[-1] if lines else f"exit {res.rc}"
 
 
 def _visibility(smi: CommandResult) -> str:

@@ -17,7 +17,6 @@ The report never shows an interpreter or venv path: they stay in the raw record.
 
 from __future__ import annotations
 
-import json
 import re
 
 from clustereval.errors import ClusterEvalError, ScratchError
@@ -25,6 +24,7 @@ from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import node_scratch
 from clustereval.phases.scratch import scratch_for
+from clustereval.probes._text import last_json, last_line
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
 from clustereval.transport.base import Node
@@ -87,15 +87,6 @@ def pick_default_index_version(listed: list[str], tag: str) -> str:
 
 def base_version(version: str) -> str:
     return version.split("+")[0]
-
-
-def parse_versions(text: str) -> dict:
-    for line in reversed(text.strip().splitlines()):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-    return {}
 
 
 class EvalPythonPhase:
@@ -172,7 +163,7 @@ class EvalPythonPhase:
                 rec.refused_newest, rec.refused_url = latest, url
                 rec.refused_why = rec.tried[-1].split(": ", 1)[-1] if rec.tried else "no output"
                 return False
-            rec.tried.append(f"PyTorch index {tag}: " + _last(res.stderr or res.stdout))
+            rec.tried.append(f"PyTorch index {tag}: " + last_line(res.stderr or res.stdout, "no output")[:200])
         return False
 
     def _from_default_index(self, ctx: RunContext, rec: EvalPythonRecord, tag: str) -> bool:
@@ -183,7 +174,7 @@ class EvalPythonPhase:
         listed = parse_available_versions(res.stdout)
         latest = parse_index_versions(res.stdout) or (listed[0] if listed else "")
         if not latest:
-            rec.tried.append("pip's configured index: " + _last(res.stderr or res.stdout))
+            rec.tried.append("pip's configured index: " + last_line(res.stderr or res.stdout, "no output")[:200])
             return False
         want = pick_default_index_version(listed, tag) or latest
         rec.index_url, rec.newest_on_index, rec.index_kind = "", latest, "default"
@@ -253,7 +244,7 @@ class EvalPythonPhase:
 
     def _versions(self, ctx: RunContext, node: Node, python: str) -> dict:
         res = ctx.transport.run(node, [python, "-c", _VERSION_SNIPPET], timeout_s=120)
-        info = parse_versions(res.stdout)
+        info = last_json(res.stdout)
         if not res.ok and "error" not in info:
             info["error"] = (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
         return info
@@ -280,13 +271,14 @@ class EvalPythonPhase:
                 return False
             made = ctx.transport.run(node, ["python3", "-m", "venv", venv], timeout_s=300)
             if not made.ok:
-                rec.tried.append(f"venv on {node.name}: " + _last(made.stderr))
+                rec.tried.append(f"venv on {node.name}: " + last_line(made.stderr, "no output")[:200])
                 return False
             ctx.progress(self.name, node.name, f"installing {' '.join(torch_spec)} from {where}", None)
             res = ctx.transport.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
                                     timeout_s=3600)
             if not res.ok:
-                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: " + _last(res.stderr))
+                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: "
+                                 + last_line(res.stderr, "no output")[:200])
                 return False
         rec.mode = "venv"
         probe = EvalPythonRecord(mode="venv")
@@ -348,8 +340,3 @@ def _route_plan(tag: str) -> str:
 def _no_paths(text: str) -> str:
     """An error line without the file paths it may carry (the report never shows an interpreter's path)."""
     return re.sub(r"(?<![\w])/[^\s'\"`:,)]+", "a path on the node", text)
-
-
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else "no output"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
+from clustereval.probes._text import last_line
 from clustereval.records import Gap
 from clustereval.records.run import NodePackages, PackagesRecord
 from clustereval.transport.base import Node
@@ -127,7 +128,7 @@ class PackagesPhase:
         if out.manager == "apt":
             upd = ctx.transport.run(node, prefix + ["apt-get", *_APT_OPTS, "update"], timeout_s=180)
             if not upd.ok:
-                out.errors.append("apt-get update failed: " + _last_line(upd.stderr))
+                out.errors.append("apt-get update failed: " + last_line(upd.stderr, "no output"))
         for need in lacking:
             pkgs = packages_for([need], out.manager, cuda)
             if out.manager == "apt":
@@ -143,7 +144,7 @@ class PackagesPhase:
             if res.ok:
                 out.installed += pkgs
             else:
-                out.errors.append(f"{' '.join(pkgs)}: " + _last_line(res.stderr or res.stdout))
+                out.errors.append(f"{' '.join(pkgs)}: " + last_line(res.stderr or res.stdout, "no output"))
         # a second probe decides what is really there (an install can "fail" after succeeding)
         again, _, _ = parse_probe(ctx.transport.run(node, ["sh", "-c", _PROBE], timeout_s=30).stdout)
         out.missing = [n.binary for n in lacking if n.binary not in again]
@@ -151,6 +152,3 @@ class PackagesPhase:
         return out
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "no output"

@@ -23,11 +23,12 @@ import secrets
 import threading
 from dataclasses import dataclass
 
-from clustereval.analysis.storage import human_bytes
 from clustereval.config import Config
 from clustereval.errors import ScratchError, TransportError
+from clustereval.probes._text import last_line
 from clustereval.records import from_dict, to_dict
 from clustereval.records.scratch import ScratchArea, ScratchMove
+from clustereval.report.units import iec_one_decimal
 from clustereval.store import RunStore, utc_now_iso
 from clustereval.transport.base import Node, Transport
 
@@ -198,11 +199,6 @@ class Space:
     mount_point: str
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
-
 class Scratch:
     """The run's scratch folders on every node: create, check space, measure, move to trash."""
 
@@ -266,13 +262,13 @@ class Scratch:
                     if self._exists(node, path):
                         return area
             res = self._create(node, declared, path)
-            why = _last_line(res.stderr) or f"exit {res.rc}"
+            why = last_line(res.stderr, f"exit {res.rc}")
             if res.rc == 8 and not self._name_fixed:
                 # another run of the same name and minute holds the plain name on this mount
                 self._name = f"{run_folder_name(self.store)}-{secrets.token_hex(3)}"
                 path = posixpath.join(scratch_root(self.config, declared), self._name)
                 res = self._create(node, declared, path)
-                why = _last_line(res.stderr) or f"exit {res.rc}"
+                why = last_line(res.stderr, f"exit {res.rc}")
             if res.rc == 8:
                 raise ScratchError(f"{node.name}: {path} already exists and this run did not create it",
                                    "move it out of the way or set scratch_root in cluster.toml")
@@ -309,7 +305,7 @@ class Scratch:
         fields = res.stdout.split(None, 1)
         if not res.ok or not fields or not fields[0].isdigit():
             raise ScratchError(f"{node.name}: cannot read the free space of {path}: "
-                               f"{_last_line(res.stderr) or 'no df output'}",
+                               f"{last_line(res.stderr, 'no df output')}",
                                "check that the path exists on the node")
         return Space(int(fields[0]), fields[1].strip() if len(fields) > 1 else path)
 
@@ -318,7 +314,8 @@ class Scratch:
         space = self.space(node, path)
         if space.avail_bytes < need_bytes:
             raise ScratchError(
-                f"{node.name}: {path} has {_gib(space.avail_bytes)} free, and {what} needs {_gib(need_bytes)}; "
+                f"{node.name}: {path} has {iec_one_decimal(space.avail_bytes)} free, "
+                f"and {what} needs {iec_one_decimal(need_bytes)}; "
                 "nothing was written",
                 "free space on that mount, or point the scan at a mount with room")
         return space
@@ -409,8 +406,8 @@ class Scratch:
             except TransportError as exc:
                 last_error = exc.message
                 continue
-            out = _last_line(res.stdout)
-            err = _last_line(res.stderr)
+            out = last_line(res.stdout)
+            err = last_line(res.stderr)
             if res.ok and out == "absent":
                 return ScratchMove(node=node.name, path=area.path, action="absent", finished_utc=utc_now_iso())
             if res.ok and out.startswith("deleted "):
@@ -473,10 +470,6 @@ _SCRATCH_FOR_LOCK = threading.Lock()
 
 def _int(text: str) -> int:
     return int(text) if text.isdigit() else 0
-
-
-def _gib(num_bytes: int) -> str:
-    return human_bytes(num_bytes)
 
 
 def _create_hint(why: str, mount: str, root: str) -> str:

@@ -21,6 +21,7 @@ from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
+from clustereval.probes._text import last_line
 from clustereval.records import CommandResult, Gap
 from clustereval.records.environment import EnvironmentRecord, FilesystemInfo
 from clustereval.records.scratch import ScratchArea
@@ -32,6 +33,8 @@ from clustereval.records.storage import (
     NodeWrite,
     StorageRecord,
 )
+from clustereval.report.units import iec_whole
+from clustereval.store import slug
 from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
@@ -119,13 +122,10 @@ class StoragePhase:
                 rec.gaps.append(error_gap(ctx, self.name, f"the IO benchmark of `{path}`", node, exc,
                                           "`fio`"))
             done += len(self.file_sizes) * len(fio_probe.OPS)
-            for cell in scan.cells:
-                if cell.error and cell.error != "interrupted":
-                    note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
-                    rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                        text=f"`fio` has no {fio_probe.iec_label(cell.file_size_bytes)} "
-                                             f"{cell.rw} figures for `{path}`: {cell.error}.",
-                                        plan="read the raw fio output, fix the cause, re-run the storage phase"))
+            for cell, gap in fio_cell_gaps(self.name, node.name, path, scan.cells,
+                                           "read the raw fio output, fix the cause, re-run the storage phase"):
+                note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
+                rec.gaps.append(gap)
             if shared:
                 rec.shared.append(scan)
             else:
@@ -154,7 +154,7 @@ class StoragePhase:
             elif path != "/":
                 rec.gaps.append(Gap(phase=self.name, node=node.name,
                                     text=f"`{path}` is not readable on {node.name} "
-                                         f"({_last(res.stderr) or 'df printed nothing'}), so it was not measured.",
+                                         f"({last_line(res.stderr, 'df printed nothing')[:300]}), so it was not measured.",
                                     plan="check the path in cluster.toml exists on the nodes"))
         ctx.raw("storage/df.txt", "\n".join(f"{p}\t{r.source}\t{r.fstype}\t{r.size_bytes}\t{r.target}"
                                             for p, r in out.items()) + "\n")
@@ -200,7 +200,7 @@ class StoragePhase:
         need = fio_probe.bytes_written_at_once(max(self.file_sizes)) + SPACE_MARGIN_BYTES
         scratch.require_space(node, path, need,
                               f"the scan's largest run ({fio_probe.NUM_JOBS} jobs x "
-                              f"{fio_probe.iec_label(max(self.file_sizes))})")
+                              f"{iec_whole(max(self.file_sizes))})")
         return scratch.ensure(node, path)
 
     # -- one scan: six fio runs ----------------------------------------------------------------
@@ -221,13 +221,13 @@ class StoragePhase:
             n += 1
             kept = self._kept.get((scan.mount, size, rw))
             if kept is not None:  # --resume: this run finished before; its figures stand
-                ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount}: "
+                ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {scan.mount}: "
                                                    f"kept from the earlier attempt (run {n} of {total_runs})", None)
                 scan.cells.append(kept)
                 continue
             left = self._time_left(plan[i:], total_runs - n + 1, runtime + ramp)
             after = self._time_left(plan[i + 1:], total_runs - n, runtime + ramp)
-            ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {scan.mount} "
+            ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {scan.mount} "
                                                f"(run {n} of {total_runs})", left)
             cell = self._one_run(ctx, node, area, workdir, scan.mount, size, rw, left, after)
             scan.cells.append(cell)
@@ -287,7 +287,7 @@ class StoragePhase:
                 if time.monotonic() - last_note >= PROGRESS_EVERY_S and worker.is_alive():
                     last_note = time.monotonic()
                     spent = last_note - t0
-                    ctx.progress(self.name, node.name, f"fio {fio_probe.iec_label(size)} {rw} on {mount}: "
+                    ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {mount}: "
                                                        f"{spent:.0f} s in", max(left_s - spent, after_s))
         except KeyboardInterrupt:  # the second Ctrl-C: stop fio and go, within seconds
             self._stop_fio(ctx, node, pidfile)
@@ -305,19 +305,19 @@ class StoragePhase:
         if stopped or ctx.stop.is_set():
             # Ctrl-C stopped this run part-way: its output is discarded and the run repeats on --resume
             cell.error = "interrupted"
-            ctx.progress(self.name, node.name, f"interrupt: stopped fio {fio_probe.iec_label(size)} {rw} on {mount}; "
+            ctx.progress(self.name, node.name, f"interrupt: stopped fio {iec_whole(size)} {rw} on {mount}; "
                                                "that run is discarded and runs again on --resume", None)
             return cell
-        label = "local" if mount == normalize(ctx.config.local_scratch) else _slug(mount)
+        label = "local" if mount == normalize(ctx.config.local_scratch) else _mount_slug(mount)
         raw = f"storage/fio-{label}-{fio_probe.fio_size_arg(size)}-{rw}.json"
         ctx.raw(raw, res.stdout if res.stdout.strip() else res.stderr)
         cell.raw_json = raw
         if res.timed_out:
             cell.error = (f"fio did not finish within {limit_s:.0f} s on {mount} (the mount may be hung; "
-                          f"{fio_probe.iec_label(size)} files, {runtime + ramp:.0f} s timed)")
+                          f"{iec_whole(size)} files, {runtime + ramp:.0f} s timed)")
             return cell
         if not res.ok:
-            cell.error = _last(res.stderr) or f"fio exited {res.rc}"
+            cell.error = last_line(res.stderr, f"fio exited {res.rc}")[:300]
             return cell
         self._layout_seen_s.setdefault((mount, size), max(0.0, cell.seconds - runtime - ramp))
         try:
@@ -349,7 +349,7 @@ class StoragePhase:
             check_declared(ctx.config, mount)
             scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
                                   f"the concurrent write ({len(ctx.nodes)} nodes x "
-                                  f"{fio_probe.iec_label(self.concurrent_bytes)})")
+                                  f"{iec_whole(self.concurrent_bytes)})")
             area = scratch.ensure(first, mount)
         except (ScratchError, TransportError) as exc:
             rec.gaps.append(Gap(phase=self.name, text=f"The concurrent write to `{mount}` did not run: {exc.message}.",
@@ -366,14 +366,14 @@ class StoragePhase:
         cw.argv = argv_for(Node("<node>", "<node>", index=0))
         cw.argv[2] = f"of={folder}/node<N>.bin"
         ctx.progress(self.name, first.name, f"{len(ctx.nodes)} nodes write "
-                                            f"{fio_probe.iec_label(self.concurrent_bytes)} each to {mount} at once", None)
+                                            f"{iec_whole(self.concurrent_bytes)} each to {mount} at once", None)
         t0 = time.monotonic()
 
         def one(node: Node) -> NodeWrite:
             res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
             parsed = probe.parse_dd(res.stderr)
             if not res.ok or parsed is None:
-                return NodeWrite(node.name, error=_last(res.stderr) or f"dd exited {res.rc}")
+                return NodeWrite(node.name, error=last_line(res.stderr, f"dd exited {res.rc}")[:300])
             written, seconds = parsed
             return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
 
@@ -472,17 +472,17 @@ def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[Filesyst
 def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchArea) -> Layout | None:
     """The parallel FS's layout for the scanned folder, raw into the raw folder and summarised."""
     fstype = scan.fstype.lower()
-    slug = _slug(scan.mount)
+    mount_part = _mount_slug(scan.mount)
     workdir = posixpath.join(area.path, "fio-test")
     layout = Layout()
 
     def grab(name: str, argv: list[str]) -> str:
         res = ctx.transport.run(node, argv, timeout_s=120)
-        rel = f"storage/layout-{slug}-{name}.txt"
+        rel = f"storage/layout-{mount_part}-{name}.txt"
         ctx.raw(rel, f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
         layout.raw_files.append(rel)
         if not res.ok:
-            layout.errors.append(f"`{' '.join(argv[:2])}`: {_last(res.stderr) or f'exit {res.rc}'}")
+            layout.errors.append(f"`{' '.join(argv[:2])}`: {last_line(res.stderr, f'exit {res.rc}')[:300]}")
             return ""
         return res.stdout
 
@@ -503,7 +503,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
         layout.num_targets = disks.num_data_disks or None
         parts = []
         if layout.block_size_bytes:
-            parts.append(f"block size {fio_probe.iec_label(layout.block_size_bytes)} (`mmlsfs`)")
+            parts.append(f"block size {iec_whole(layout.block_size_bytes)} (`mmlsfs`)")
         if disks.num_disks:
             parts.append(f"{disks.num_data_disks} data disks of {disks.num_disks} (`mmlsdisk`)")
         layout.summary = ", ".join(parts)
@@ -516,7 +516,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
         if entry.num_targets is not None:
             parts.append(f"{entry.num_targets} storage targets per file")
         if layout.stripe_size_bytes:
-            parts.append(f"chunk size {fio_probe.iec_label(layout.stripe_size_bytes)}")
+            parts.append(f"chunk size {iec_whole(layout.stripe_size_bytes)}")
         layout.summary = ", ".join(parts) + (" (`beegfs-ctl --getentryinfo`)" if parts else "")
     elif fstype in ("nfs", "nfs4"):
         layout.tool = "nfsstat"
@@ -535,14 +535,14 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     if comps and len(comps) == 1:
         c = comps[0]
         count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
-        parts.append(f"default stripe count {count}, stripe size {fio_probe.iec_label(c.stripe_size_bytes)} "
+        parts.append(f"default stripe count {count}, stripe size {iec_whole(c.stripe_size_bytes)} "
                      "(`lfs getstripe -d`)")
     elif comps:
         steps = []
         for c in comps:
             count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
             end = c.extent_end
-            limit = "beyond" if end in ("EOF", "-1", "") else f"up to {fio_probe.iec_label(int(end))}" \
+            limit = "beyond" if end in ("EOF", "-1", "") else f"up to {iec_whole(int(end))}" \
                 if end.isdigit() else f"up to {end}"
             steps.append(f"{count} {limit}")
         parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
@@ -551,11 +551,16 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     return "; ".join(parts)
 
 
-def _slug(path: str) -> str:
-    text = path.strip("/").replace("/", "-")
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text) or "root"
+def fio_cell_gaps(phase: str, node: str, path: str, cells: list[FioCell], plan: str) -> list[tuple[FioCell, Gap]]:
+    """A Gap for each fio run of a scan that has no figures, beside the run it is about. An
+    interrupted run is not one: it is discarded and runs again on --resume."""
+    return [(c, Gap(phase=phase, node=node, text=f"`fio` has no {iec_whole(c.file_size_bytes)} {c.rw} figures "
+                                                 f"for `{path}`: {c.error}.", plan=plan))
+            for c in cells if c.error and c.error != "interrupted"]
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
+def _mount_slug(path: str) -> str:
+    """``/mnt/shared`` -> ``mnt-shared``, ``/`` -> ``root``: a mount point in a raw file's name."""
+    return slug(path.strip("/").replace("/", "-"), default="root")
+
+

@@ -14,7 +14,6 @@ scratch (``TMPDIR``). A failed launch is diagnosed in the runbook's order. Worke
 
 from __future__ import annotations
 
-import re
 import secrets
 import subprocess
 import threading
@@ -32,6 +31,7 @@ from clustereval.analysis.rendezvous import (
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_env
+from clustereval.probes._text import last_json
 from clustereval.probes.preflight import final_nccl_env, parse_env_dump
 from clustereval.probes.torchrun import (
     CONNECT_SNIPPET,
@@ -39,7 +39,6 @@ from clustereval.probes.torchrun import (
     PROBE_SNIPPET,
     REAP_SNIPPET,
     RESOLVE_SNIPPET,
-    last_json,
     parse_worker_events,
     prefix_log,
 )
@@ -51,6 +50,7 @@ from clustereval.records.network import (
     RendezvousPlan,
     RendezvousProbe,
 )
+from clustereval.store import slug
 from clustereval.transport.base import Node, run_parallel
 
 DEFAULT_RDZV_TIMEOUT_S = 60
@@ -201,10 +201,6 @@ def ranks_per_node(ctx: RunContext, probes: list[RendezvousProbe]) -> tuple[int,
     return max(1, int(getattr(ctx.config, "cpu_ranks_per_node", 2) or 2)), "gloo"
 
 
-def _safe(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "launch"
-
-
 def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], num_nodes: int, nproc: int,
                   endpoint: str, run_id: str, plan: RendezvousPlan, rdzv_timeout_s: int, timeout_s: float,
                   log_dir: str) -> list[str]:
@@ -281,10 +277,10 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     info = LaunchInfo(label=label, nodes=names, nproc_per_node=nproc, world_size=nproc * len(nodes),
                       endpoint=endpoint, is_host_node=job_plan.is_host_node, local_addrs=dict(job_plan.local_addrs),
                       fix_reasons=list(job_plan.reasons), socket_ifnames=dict(job_plan.socket_ifnames))
-    run_id = f"{_safe(label)}-{ctx.store.run_id}"[:60]
+    run_id = f"{slug(label, '-', 'launch')}-{ctx.store.run_id}"[:60]
     tag = f"{run_id}-{secrets.token_hex(4)}"
     scratch = node_scratch(ctx)
-    log_dir = f"{scratch}/torchrun/{_safe(label)}"
+    log_dir = f"{scratch}/torchrun/{slug(label, '-', 'launch')}"
 
     shipped = ctx.records.setdefault("_launch_env", {})
 
@@ -305,7 +301,7 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     envs = dict(zip(names, run_parallel(nodes, ship, ctx.transport.fanout), strict=True))
     argvs = {n.name: torchrun_argv(ctx, n, module=module, args=args, num_nodes=len(nodes), nproc=nproc,
                                    endpoint=endpoint, run_id=run_id, plan=job_plan, rdzv_timeout_s=rdzv_timeout_s,
-                                   timeout_s=timeout_s, log_dir=f"{log_dir}/{_safe(n.name)}") for n in nodes}
+                                   timeout_s=timeout_s, log_dir=f"{log_dir}/{slug(n.name, '-', 'launch')}") for n in nodes}
     t0 = time.monotonic()
     job = _Job(ctx, nodes, argvs, envs)
     job.watch(timeout_s)
@@ -328,7 +324,7 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
             events.append(e)
         info.exits.append(ex)
     info.not_joined = [e.node for e in info.exits if not e.joined] if any(e.joined for e in info.exits) else []
-    log_rel = f"network/{_safe(label)}.log"
+    log_rel = f"network/{slug(label, '-', 'launch')}.log"
     ctx.raw(log_rel, "".join(prefix_log(n, outputs[n]) for n in outputs))
     info.logs = [log_rel]
     info.ok = all(e.state == "ok" for e in info.exits)

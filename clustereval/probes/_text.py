@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -45,3 +46,23 @@ def size_bytes(cell: str) -> int:
     if not m:
         return 0
     return int(float(m.group(1)) * 1024 ** _POW[m.group(2).upper()])
+
+
+def last_line(text: str, default: str = "") -> str:
+    """The last non-blank line of ``text``, stripped; ``default`` when there is none. Error messages
+    quote it: a tool's closing line is the one that says why it stopped."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else default
+
+
+def last_json(text: str, key: str = "") -> dict:
+    """The last line of ``text`` that is a JSON object (holding ``key`` when one is given); ``{}``
+    when none is. Workers print their result as one JSON line after whatever else they wrote."""
+    for line in reversed((text or "").strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and (not key or key in data):
+            return data
+    return {}

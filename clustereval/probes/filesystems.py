@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from clustereval.probes.df import DfSize
 from clustereval.probes.mounts import BlockDev, Mount
 from clustereval.records.environment import FilesystemInfo
+from clustereval.report.units import iec
 
 PSEUDO = {
     "proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup", "cgroup2", "mqueue", "debugfs", "tracefs",
@@ -76,7 +77,7 @@ def md_description(device: str, blocks: Sequence[BlockDev]) -> str:
     kinds = {_disk_kind(d) for d in disks if d}
     desc = f"{len(members)}×"
     if len(sizes) == 1 and next(iter(sizes)):
-        desc += " " + iec_size(next(iter(sizes)))
+        desc += " " + iec(next(iter(sizes)))
     if len(kinds) == 1:
         desc += " " + next(iter(kinds))
     return f"{label} ({desc.strip()})"
@@ -95,20 +96,6 @@ def _disk_kind(dev: BlockDev) -> str:
     if dev.tran in ("sata", "sas", "ata"):
         return dev.tran.upper()
     return "disk"
-
-
-def iec_size(n: int) -> str:
-    """Bytes as the report writes them: ``3.5 TiB``, ``252 GiB``, ``512 MiB``."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    value = float(n)
-    i = 0
-    while value >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    if i == 0:
-        return f"{n} B"
-    text = f"{value:.1f}".rstrip("0").rstrip(".") if value < 100 else f"{value:.0f}"
-    return f"{text} {units[i]}"
 
 
 def _backing_of_overlay(root: Mount, candidates: list[Mount], blocks: Sequence[BlockDev]) -> Mount | None:

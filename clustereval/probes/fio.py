@@ -22,8 +22,6 @@ from clustereval.records.storage import (  # noqa: F401 - the scan's shape, re-e
     OPS,
     PUBLISHED_RUNTIME_S,
     RAMP_S,
-    cell_key,
-    iec_label,
 )
 
 

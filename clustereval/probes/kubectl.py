@@ -9,6 +9,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from clustereval.probes import _text
+
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOB_INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # an annotation (and a label since 1.28)
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -142,6 +144,6 @@ def classify(stderr: str) -> KubectlFailure | None:
 
 
 def last_line(stderr: str) -> str:
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    verdicts = [ln for ln in lines if ln.lower().startswith("error")]
-    return (verdicts or lines or [""])[-1]
+    """kubectl's verdict: its last ``error...`` line, else its last line."""
+    verdicts = [ln.strip() for ln in stderr.splitlines() if ln.strip().lower().startswith("error")]
+    return verdicts[-1] if verdicts else _text.last_line(stderr)

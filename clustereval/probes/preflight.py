@@ -3,9 +3,10 @@ per-node rendezvous facts. Pure: text in, values out."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
+
+from clustereval.probes._text import last_json, last_line
 
 # The seed's dump: env | grep -E '^NCCL_|^FI_|^AWS_OFI'
 NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "AWS_OFI")
@@ -102,18 +103,13 @@ class NodeFacts:
 
 
 def parse_node_facts(text: str) -> NodeFacts:
-    for line in reversed(text.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "hostname" in data:
-            return NodeFacts(hostname=str(data.get("hostname", "")), resolves=str(data.get("resolves", "")),
+    data = last_json(text, key="hostname")
+    if data:
+        return NodeFacts(hostname=str(data.get("hostname", "")), resolves=str(data.get("resolves", "")),
                              torch=str(data.get("torch", "")), torch_error=str(data.get("torch_error", "")),
                              matches_endpoint=data.get("matches_endpoint"),
                              executable=str(data.get("executable", "")))
-    last = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return NodeFacts(error=last[-1][:300] if last else "no output")
+    return NodeFacts(error=last_line(text, "no output")[:300])
 
 
 # One round trip per node: GPU listing, which scratch paths are missing, the rendezvous facts, and

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
-from clustereval.probes._text import body
+from clustereval.probes._text import body, last_json, last_line
 from clustereval.records.environment import SoftwareInfo
 
 
@@ -27,16 +26,9 @@ class Software:
 
 def parse(text: str) -> Software:
     """The last JSON line the worker printed; an empty ``SoftwareInfo`` with ``error`` when there is none."""
-    data: dict = {}
-    for line in reversed(body(text).splitlines()):
-        try:
-            data = json.loads(line)
-            break
-        except ValueError:
-            continue
+    data = last_json(body(text))
     if not data:
-        lines = [ln for ln in body(text).splitlines() if ln.strip()]
-        return Software(SoftwareInfo(error=lines[-1] if lines else "the software worker printed nothing"))
+        return Software(SoftwareInfo(error=last_line(body(text), "the software worker printed nothing")))
     info = SoftwareInfo(python=data.get("python", ""), torch=data.get("torch", ""),
                         torch_cuda=data.get("torch_cuda", ""), nccl=data.get("nccl", ""),
                         interpreter=data.get("executable", ""), cuda_available=bool(data.get("cuda_available")),

@@ -204,13 +204,3 @@ print(json.dumps({"found": len(first), "left": len(ours()), "port_free": not bus
 """
 
 
-def last_json(text: str) -> dict:
-    """The last line of ``text`` that is a JSON object ({} when none is)."""
-    for line in reversed(text.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return {}

@@ -6,20 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
+from clustereval.records.network import PairResult
 from clustereval.records.scratch import ScratchMove
 from clustereval.records.snapshot import Signal, SnapshotRecord
 from clustereval.records.storage import MountScan
-
-
-@dataclass
-class PairBusbw:
-    """One node pair's all-reduce bus bandwidth (None: the pair did not complete)."""
-
-    a: str
-    b: str
-    busbw_gb_s: float | None
-    slow: bool = False
-    error: str = ""
 
 
 @dataclass
@@ -27,7 +17,7 @@ class SuspectNode:
     node: str
     rank: int  # 1 = most likely
     straggler: bool = False  # named by the pairwise hunt itself
-    slow_pairs: list[PairBusbw] = field(default_factory=list)
+    slow_pairs: list[PairResult] = field(default_factory=list)
     num_pairs: int = 0  # pairs this node was measured in
     concerns: list[Signal] = field(default_factory=list)  # the snapshot's CONCERN lines on this node
     why: str = ""  # one line: why it ranks where it does
@@ -48,7 +38,7 @@ class NcclDebugRecord(PhaseRecord):
     ranks_per_node: int = 0
     threshold_pct: float = 5.0
     mean_busbw_gb_s: float = 0.0
-    pairs: list[PairBusbw] = field(default_factory=list)
+    pairs: list[PairResult] = field(default_factory=list)
     suspects: list[SuspectNode] = field(default_factory=list)
     topology: list[TopologyFact] = field(default_factory=list)
     snapshot: SnapshotRecord | None = None

@@ -197,6 +197,10 @@ class AllreduceRecord(PhaseRecord):
 
 @dataclass
 class PairResult:
+    """One node pair's all-reduce busbw: the pairwise phase writes it, and `debug nccl` reads it
+    back from a saved pairwise record (an old debug record's pairs, without round or samples, load
+    with those empty)."""
+
     a: str
     b: str
     round: int = 0

@@ -25,19 +25,6 @@ FILE_SIZES: tuple[tuple[str, int, str], ...] = (
 OPS: tuple[str, ...] = ("read", "write")
 
 
-def iec_label(num_bytes: int) -> str:
-    """``16 KiB``, ``1 MiB``, ``1 GiB``: how the report writes a file size."""
-    for label, unit in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if num_bytes >= unit and num_bytes % unit == 0:
-            return f"{num_bytes // unit} {label}"
-    return f"{num_bytes} B"
-
-
-def cell_key(file_size_bytes: int, rw: str) -> str:
-    """The key operator targets use for one cell: ``16KiB-read``, ``1GiB-write``."""
-    return f"{iec_label(file_size_bytes).replace(' ', '')}-{rw}"
-
-
 @dataclass
 class FioCell:
     """One of the six runs: a file size and a direction."""

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from clustereval.analysis.storage import human_bytes
 from clustereval.records.scratch import ScratchMove
-
-__all__ = ["cleanup_lines", "human_bytes"]
+from clustereval.report.units import iec_one_decimal
 
 
 def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
@@ -16,9 +14,9 @@ def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
     moved = [m for m in moves if m.action == "moved"]
     for m in moves:
         if m.action == "moved":
-            lines.append(f"scratch: moved {m.path} ({human_bytes(m.size_bytes)}) on {m.node} to {m.moved_to}")
+            lines.append(f"scratch: moved {m.path} ({iec_one_decimal(m.size_bytes)}) on {m.node} to {m.moved_to}")
         elif m.action == "deleted":
-            lines.append(f"scratch: deleted {m.path} ({human_bytes(m.size_bytes)}) on {m.node} "
+            lines.append(f"scratch: deleted {m.path} ({iec_one_decimal(m.size_bytes)}) on {m.node} "
                          "(the eval's own folder on node-local /tmp)")
     if moved:
         total = sum(m.size_bytes for m in moved)
@@ -26,7 +24,7 @@ def cleanup_lines(moves: list[ScratchMove], run_dir: str) -> list[str]:
         command = "rm -rf -- " + " ".join(shlex.quote(d) for d in dirs)
         local_nodes = sorted({m.node for m in moved if not m.shared})
         where = f" on {', '.join(local_nodes)}" if local_nodes and len(local_nodes) > 1 else ""
-        lines.append(f"scratch: {human_bytes(total)} moved to trash on the same filesystem{'s' if len(dirs) > 1 else ''}; "
+        lines.append(f"scratch: {iec_one_decimal(total)} moved to trash on the same filesystem{'s' if len(dirs) > 1 else ''}; "
                      "a move does not free the space. To free it (it destroys the files, so it is yours to run)"
                      f"{where}: {command}")
     for m in moves:

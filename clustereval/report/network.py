@@ -17,8 +17,8 @@ from clustereval.records.network import (
     Sweep,
 )
 from clustereval.report.markdown import Document
-from clustereval.report.network_plots import iec
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
+from clustereval.report.units import iec_precise
 
 WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
        "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
@@ -193,7 +193,7 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
     through = (" through NCCL (NVIDIA Collective Communications Library)" if backend == "nccl"
                else " through gloo (the CPU backend of torch.distributed)")
     return (f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark) — a float32 sum all-reduce{through} over payloads from "
-            f"{iec(lo)} to {iec(hi)}, doubling each step, {timing}; a second pass times one call at a time with a "
+            f"{iec_precise(lo)} to {iec_precise(hi)}, doubling each step, {timing}; a second pass times one call at a time with a "
             "barrier and a synchronize around it (blocking). Each payload's first all-reduce is checked. "
             "**algbw** (algorithm bandwidth, what the caller sees) is the payload's bytes divided by the time of one "
             "call; **busbw** (bus bandwidth, what the fabric moves) is algbw × 2(n−1)/n for n ranks, already "
@@ -204,7 +204,7 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
     n = len({x for p in pw.pairs for x in (p.a, p.b)})
     return (f"{_tool(view, 'allreduce.py')} again, for the pairwise straggler hunt — every node paired with the "
             f"others ({len(pw.pairs)} pairs of {n} nodes, {pw.ranks_per_node * 2} ranks per pair), "
-            f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec(pw.payload_bytes)} all-reduce busbw per pair, "
+            f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec_precise(pw.payload_bytes)} all-reduce busbw per pair, "
             f"with disjoint pairs running at the same time in {pw.num_rounds} rounds; a node is named only when "
             f"every sample of its pairs is more than {pw.threshold_pct:g}% below the slowest sample of the pairs "
             "between the other nodes, so the healthy pairs' own spread sets the bar.")
@@ -260,7 +260,7 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     peaks = [(s, an.peak(s)) for s in sweeps]
     best_sweep, best = max(peaks, key=lambda sp: sp[1].busbw_gb_s)  # type: ignore[union-attr]
     assert best is not None
-    lead = f"Peak busbw **{gbps(best.busbw_gb_s)} GBps** at {iec(best.payload_bytes)}"
+    lead = f"Peak busbw **{gbps(best.busbw_gb_s)} GBps** at {iec_precise(best.payload_bytes)}"
     if len(sweeps) > 1:
         lead += f" on {node_label(view, best_sweep.nodes[0])}"
     share = an.share_of_spec(best.busbw_gb_s, spec.spec_uni_gb_s) if not gloo else None
@@ -282,11 +282,11 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     if share is None:
         out.findings.append(Finding("needs_input", "fabric",
                                     f"intra-node all-reduce peak busbw {gbps(best.busbw_gb_s)} GBps at "
-                                    f"{iec(best.payload_bytes)} over {n} ranks; the intra-node interconnect's "
+                                    f"{iec_precise(best.payload_bytes)} over {n} ranks; the intra-node interconnect's "
                                     "unidirectional spec is unknown. What to obtain: the GPU-to-GPU bandwidth the "
                                     "servers are sold with (GBps, unidirectional, per GPU)."))
         return
-    words = (f"intra-node: peak all-reduce busbw {gbps(best.busbw_gb_s)} GBps at {iec(best.payload_bytes)} over "
+    words = (f"intra-node: peak all-reduce busbw {gbps(best.busbw_gb_s)} GBps at {iec_precise(best.payload_bytes)} over "
              f"{n} GPUs = {share * 100:.1f}% of the {spec.kind} spec of {gbps(spec.spec_uni_gb_s)} GBps "
              f"({'NVLS used' if nvls_on else 'NVLS not used'})")
     good = share >= an.HEALTHY_SHARE_OF_SPEC
@@ -302,7 +302,7 @@ def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
         headers = ["payload", "algbw (GBps)", "busbw (GBps)"] + (["busbw blocking (GBps)"] if blocking else [])
         rows = []
         for r in s.rows:
-            row = [iec(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
+            row = [iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
             if blocking:
                 b = blocking.get(r.payload_bytes)
                 row.append(gbps(b.busbw_gb_s) if b else "")
@@ -312,14 +312,14 @@ def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
     payloads = sorted({r.payload_bytes for s in sweeps for r in s.rows})
     if len(sweeps) <= 4:
         headers = ["payload"] + [f"busbw {node_label(view, s.nodes[0])} (GBps)" for s in sweeps]
-        rows = [[iec(p)] + [gbps(r.busbw_gb_s) if (r := s.row_at(p)) else "" for s in sweeps] for p in payloads]
+        rows = [[iec_precise(p)] + [gbps(r.busbw_gb_s) if (r := s.row_at(p)) else "" for s in sweeps] for p in payloads]
     else:
         headers = ["payload", "busbw median (GBps)", "busbw min (GBps)", "slowest node"]
         rows = []
         for p in payloads:
             vals = [(r.busbw_gb_s, s) for s in sweeps if (r := s.row_at(p))]
             low = min(vals, key=lambda v: v[0])
-            rows.append([iec(p), gbps(an.median_row(sweeps, p) or 0.0), gbps(low[0]), node_label(view, low[1].nodes[0])])
+            rows.append([iec_precise(p), gbps(an.median_row(sweeps, p) or 0.0), gbps(low[0]), node_label(view, low[1].nodes[0])])
     doc.table(headers, rows, "r" * (len(headers) - (1 if len(sweeps) > 4 else 0)) + ("l" if len(sweeps) > 4 else ""))
 
 
@@ -364,13 +364,13 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     rows = []
     for r in s.rows:
         o = one.get(r.payload_bytes)
-        rows.append([iec(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s), gbps(o) if o else "",
+        rows.append([iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s), gbps(o) if o else "",
                      f"{r.busbw_gb_s / o:.2f}" if o else ""])
     doc.table(headers, rows, "rrrrr")
     p = an.peak(s)
     assert p is not None
     so = an.scale_out(s, ar.intra)
-    text = f"Peak busbw **{gbps(p.busbw_gb_s)} GBps** at {iec(p.payload_bytes)} over {s.num_ranks} ranks"
+    text = f"Peak busbw **{gbps(p.busbw_gb_s)} GBps** at {iec_precise(p.payload_bytes)} over {s.num_ranks} ranks"
     if so is not None:
         text += (f"; at that payload one node alone reached {gbps(so.intra_busbw_gb_s)} GBps, so spreading the "
                  f"all-reduce over {len(s.nodes)} nodes runs at {so.ratio:.2f}× the 1-node busbw")
@@ -380,7 +380,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     if gloo:
         return
     path_words = describe_path(s.nccl) if s.nccl else ""
-    measured = (f"inter-node: peak all-reduce busbw {gbps(p.busbw_gb_s)} GBps at {iec(p.payload_bytes)} over "
+    measured = (f"inter-node: peak all-reduce busbw {gbps(p.busbw_gb_s)} GBps at {iec_precise(p.payload_bytes)} over "
                 f"{s.num_ranks} ranks on {len(s.nodes)} nodes" + (f", NCCL path {path_words}" if path_words else "")
                 + (f", NVLS {_nvls_state(s.nccl)}" if s.nccl and _nvls_state(s.nccl) else "")
                 + (f", {so.ratio:.2f}× the 1-node busbw of {gbps(so.intra_busbw_gb_s)} GBps at the same payload"
@@ -394,7 +394,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         out.findings.append(Finding("needs_input", "fabric",
                                     f"{measured}. This busbw mixes NVLink, the NICs and the switches, so no NIC rate is "
                                     "its target. What to obtain: the all-reduce busbw the purchased fabric is expected "
-                                    f"to reach at {s.num_ranks} ranks ({len(s.nodes)} nodes) for a {iec(p.payload_bytes)} "
+                                    f"to reach at {s.num_ranks} ranks ({len(s.nodes)} nodes) for a {iec_precise(p.payload_bytes)} "
                                     "float32 payload, in GBps."))
 
 
@@ -402,7 +402,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
 def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResult) -> None:
     n = len({x for p in pw.pairs for x in (p.a, p.b)})
     doc.heading(3, "Pairwise all-reduce benchmark",
-                note=f"`allreduce.py`, {n} nodes in pairs at {iec(pw.payload_bytes)}, {pw.num_rounds} rounds")
+                note=f"`allreduce.py`, {n} nodes in pairs at {iec_precise(pw.payload_bytes)}, {pw.num_rounds} rounds")
     done = [p for p in pw.pairs if p.busbw_gb_s is not None]
     failed = [p for p in pw.pairs if p.busbw_gb_s is None]
     slow = [p for p in done if p.slow]
@@ -447,7 +447,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
             fastest = max((x for p in mine for x in (p.samples_gb_s or [p.busbw_gb_s or 0.0])), default=0.0)
             out.findings.append(Finding(
                 "underperforming", "fabric",
-                f"`{node_label(view, s)}` is a straggler — pairwise all-reduce at {iec(pw.payload_bytes)} ({how}): "
+                f"`{node_label(view, s)}` is a straggler — pairwise all-reduce at {iec_precise(pw.payload_bytes)} ({how}): "
                 f"the fastest of the {sum(len(p.samples_gb_s) or 1 for p in mine)} samples of its "
                 f"{plural(len(mine), 'pair')} reached {gbps(fastest)} GBps, below the limit of {gbps(pw.limit_gb_s)} "
                 f"GBps ({pw.threshold_pct:g}% under the healthy pairs' slowest sample of "
@@ -485,7 +485,7 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
 
 def pairwise_lines(pw: PairwiseRecord) -> list[str]:
     """What `clustereval pairwise` prints: every pair, the bar, the ranked nodes, the stragglers."""
-    lines = [f"{iec(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
+    lines = [f"{iec_precise(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
              f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, {pw.samples_per_pair} samples per pair"]
     if pw.judged and pw.healthy_samples:
         lines.append(f"healthy pairs: median {gbps(pw.healthy_median_gb_s)} GBps, slowest sample "

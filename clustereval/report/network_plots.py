@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustereval.report.plotting import pyplot
+from clustereval.report.units import iec_precise
 
 
 @dataclass
@@ -20,13 +21,6 @@ class Series:
     dashed: bool = False
 
 
-def iec(nbytes: int) -> str:
-    """``32768`` -> ``32 KiB``; exact powers of 1024 only get the short form."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= size:
-            value = nbytes / size
-            return f"{value:g} {unit}"
-    return f"{nbytes} B"
 
 
 
@@ -43,7 +37,7 @@ def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
     ax.set_xscale("log", base=2)
     shown = sorted(ticks)[::2] if len(ticks) > 12 else sorted(ticks)
     ax.set_xticks(shown)
-    ax.set_xticklabels([iec(t) for t in shown], rotation=45, ha="right")
+    ax.set_xticklabels([iec_precise(t) for t in shown], rotation=45, ha="right")
     ax.set_xlabel("payload per rank (bytes, log scale)")
     ax.set_ylabel("busbw (GB/s, 1 GB = 10^9 bytes)")
     ax.set_title(title)

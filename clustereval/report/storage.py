@@ -18,7 +18,6 @@ from clustereval.analysis.storage import (
     group_by_measurement,
     judge,
     same_volume,
-    size_label,
     target_for,
 )
 from clustereval.config import StorageTarget
@@ -32,10 +31,10 @@ from clustereval.records.storage import (
     ConcurrentWrite,
     MountScan,
     StorageRecord,
-    iec_label,
 )
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
+from clustereval.report.units import iec_df, iec_whole
 
 FIO_URL = "https://github.com/axboe/fio"
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
@@ -188,7 +187,7 @@ def write_partitions(doc: Document, rec: StorageRecord) -> None:
     doc.heading(3, "Existing Partitions", note="mount inventory")
     rows = dedupe_partitions(rec.partitions)
     doc.table(["mount", "size", "type", "device / server"],
-              [[_code(fs.mount), size_label(fs.size_bytes), type_label(fs.fstype), _source_cell(fs)] for fs in rows],
+              [[_code(fs.mount), iec_df(fs.size_bytes), type_label(fs.fstype), _source_cell(fs)] for fs in rows],
               align="lrll")
     facts = partition_facts(rows)
     if facts:
@@ -250,7 +249,7 @@ def _volume_words(scan: MountScan) -> str:
     where = f"{_code(scan.mount)}"
     if scan.volume_mount and scan.volume_mount != scan.mount:
         where += f" on {_code(scan.volume_mount)}"
-    return f"{where} ({size_label(scan.size_bytes)} {type_label(scan.fstype)})"
+    return f"{where} ({iec_df(scan.size_bytes)} {type_label(scan.fstype)})"
 
 
 def measured_words(scan: MountScan) -> str:
@@ -259,14 +258,14 @@ def measured_words(scan: MountScan) -> str:
     sizes = _sizes_of(scan)
     both = all(scan.cell(size, rw) for size in sizes for rw in OPS)
     if both:
-        labels = _join([iec_label(s) for s in sizes])
+        labels = _join([iec_whole(s) for s in sizes])
         if len(sizes) == 3:
             return f"file sizes {labels} (correspondingly small, medium and large), each read and write"
         return f"file size{'s' if len(sizes) > 1 else ''} {labels}, {'each ' if len(sizes) > 1 else ''}read and write"
     parts = []
     for size in sizes:
         ops = [rw for rw in OPS if scan.cell(size, rw)]
-        parts.append(f"{iec_label(size)} {' and '.join(ops)}")
+        parts.append(f"{iec_whole(size)} {' and '.join(ops)}")
     return _join(parts)
 
 
@@ -281,7 +280,7 @@ def fio_description(view: RunView, rec: StorageRecord, scan: MountScan) -> str:
     n = _num_runs(scan)
     text = (f"{n} run{'s' if n != 1 else ''} against one folder: {measured_words(scan)}. Every run starts {NUM_JOBS} "
             f"parallel jobs; each job reads "
-            f"or writes its own file of that size sequentially in {iec_label(int(BLOCK_SIZE[:-1]) * 1024)} blocks "
+            f"or writes its own file of that size sequentially in {iec_whole(int(BLOCK_SIZE[:-1]) * 1024)} blocks "
             f"through Linux asynchronous IO (`libaio`) with {IODEPTH} requests in flight and `O_DIRECT`, which "
             "bypasses the page cache so the numbers are the filesystem's, not RAM's. After "
             f"{rec.ramp_s} s of ramp-up each run does {timed} of timed IO, looping over its file, and then deletes "
@@ -318,7 +317,7 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
         if scan.stands_for:
             others = _join([_code(p) for p in scan.stands_for])
             verb = "is" if len(scan.stands_for) == 1 else "are"
-            text += (f" {others} {verb} the same type and size ({size_label(scan.size_bytes)} "
+            text += (f" {others} {verb} the same type and size ({iec_df(scan.size_bytes)} "
                      f"{type_label(scan.fstype)}), so these figures stand for {'it' if len(scan.stands_for) == 1 else 'them'} too.")
         if scan.same_volume:
             others = _join([_code(p) for p in scan.same_volume])
@@ -328,7 +327,7 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
     if cw and rec.num_nodes >= 2 and any(not w.error for w in cw.nodes):
         done = [w for w in cw.nodes if not w.error]
         items.append(f"[`dd`]({DD_URL}) — concurrent write on {_code(cw.mount)}: each of the {len(done)} nodes writes "
-                     f"one {iec_label(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
+                     f"one {iec_whole(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
                      "all started at the same moment.")
     if not items:
         return
@@ -365,7 +364,7 @@ def fio_rows(scan: MountScan, grouped: bool, local: MountScan | None = None) -> 
             cell = scan.cell(size, rw)
             if cell is None:
                 continue
-            row = [iec_label(size), rw, fmt_latency(cell.latency_msec), fmt_bw(cell.bw_mib_s, grouped),
+            row = [iec_whole(size), rw, fmt_latency(cell.latency_msec), fmt_bw(cell.bw_mib_s, grouped),
                    fmt_iops_m(cell.iops)]
             if local is not None:
                 base = local.cell(size, rw)
@@ -395,7 +394,7 @@ def range_sentence(scan: MountScan, grouped: bool) -> str:
         lo, hi = fmt_bw(min(vals), grouped), fmt_bw(max(vals), grouped)
         parts.append(f"{word} ran at {lo} MiB/s" if lo == hi else f"{word} ran at {lo}–{hi} MiB/s")
     n = len(_sizes_of(scan))
-    across = f" across the {n} file sizes." if n > 1 else f" at {iec_label(_sizes_of(scan)[0])}."
+    across = f" across the {n} file sizes." if n > 1 else f" at {iec_whole(_sizes_of(scan)[0])}."
     return " and ".join(parts).replace(" and Writes", " and writes") + across
 
 
@@ -406,7 +405,7 @@ def shared_headings(groups: list[list[MountScan]]) -> list[str]:
     for label, group in zip(labels, groups, strict=True):
         title = f"Shared {label} IO benchmark"
         if labels.count(label) > 1:
-            title = f"Shared {label} {size_label(group[0].size_bytes)} IO benchmark"
+            title = f"Shared {label} {iec_df(group[0].size_bytes)} IO benchmark"
         n = 2
         base = title
         while title in out:
@@ -421,7 +420,7 @@ def write_shared(doc: Document, heading: str, group: list[MountScan], local: Mou
     doc.heading(3, heading, note=f"`fio` on {_join([_code(s.mount) for s in group])}")
     sentence = f"{_volume_words(lead)[:-1]}, {_code(lead.source)})"
     if len(group) > 1:
-        others = _join([f"{_code(s.mount)} ({size_label(s.size_bytes)})" for s in group[1:]])
+        others = _join([f"{_code(s.mount)} ({iec_df(s.size_bytes)})" for s in group[1:]])
         sentence += (f"; {others} measured within {EQUIVALENCE_TOLERANCE:.0%} of these figures in every bandwidth and "
                      "IOPS cell, so this table stands for "
                      f"{'it' if len(group) == 2 else 'them'} too (each mount's own figures are in the raw folder)")
@@ -461,9 +460,9 @@ def link_tools(text: str) -> str:
 def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
     ok = [w for w in cw.nodes if not w.error]
     doc.heading(3, "Concurrent write shared fs benchmark",
-                note=f"{len(cw.nodes)}-node {iec_label(cw.bytes_per_node)} `O_DIRECT` `dd`")
-    doc.para(f"Every node wrote {iec_label(cw.bytes_per_node)} to {_code(cw.mount)} "
-             f"({size_label(cw.size_bytes)} {type_label(cw.fstype)}) at the same moment; the aggregate is every byte "
+                note=f"{len(cw.nodes)}-node {iec_whole(cw.bytes_per_node)} `O_DIRECT` `dd`")
+    doc.para(f"Every node wrote {iec_whole(cw.bytes_per_node)} to {_code(cw.mount)} "
+             f"({iec_df(cw.size_bytes)} {type_label(cw.fstype)}) at the same moment; the aggregate is every byte "
              "written divided by the slowest node's time.")
     names = _node_labels(view)
     rows = [[names.get(w.node, w.node), f"{w.seconds:.2f}", fmt_bw(w.mib_s, grouped=True)] for w in ok]
@@ -492,20 +491,20 @@ def measurement_line(scan: MountScan, grouped: bool) -> str:
         for size in sizes:
             r, w = scan.cell(size, "read"), scan.cell(size, "write")
             assert r is not None and w is not None
-            parts.append(f"{iec_label(size)} **{fmt_bw(r.bw_mib_s, grouped)} MiB/s / {fmt_bw(w.bw_mib_s, grouped)} MiB/s**")
+            parts.append(f"{iec_whole(size)} **{fmt_bw(r.bw_mib_s, grouped)} MiB/s / {fmt_bw(w.bw_mib_s, grouped)} MiB/s**")
         return "read / write: " + ", ".join(parts)
     # a partial scan: only the cells that were measured, each named
     for size in sizes:
         for rw in OPS:
             cell = scan.cell(size, rw)
             if cell:
-                parts.append(f"{iec_label(size)} {rw} **{fmt_bw(cell.bw_mib_s, grouped)} MiB/s**")
+                parts.append(f"{iec_whole(size)} {rw} **{fmt_bw(cell.bw_mib_s, grouped)} MiB/s**")
     return ", ".join(parts)
 
 
 def _ask(scan: MountScan) -> str:
     sizes = _sizes_of(scan)
-    cells = (f"{_join([iec_label(s) for s in sizes])}, read and write"
+    cells = (f"{_join([iec_whole(s) for s in sizes])}, read and write"
              if all(scan.cell(size, rw) for size in sizes for rw in OPS) else measured_words(scan))
     ask = f"one expected value per measured cell — MiB/s or IOPS at {cells}, {CONDITIONS}"
     if scan.shared:
@@ -541,10 +540,10 @@ def _siblings(scan: MountScan, partitions: list[FilesystemInfo], scanned: set[st
     """Shared volumes of another size that were not scanned: each has its own figures."""
     others = [fs for fs in dedupe_partitions(partitions)
               if fs.shared and fs.mount not in scanned and fs.mount != scan.volume_mount
-              and size_label(fs.size_bytes) != size_label(scan.size_bytes)]
+              and iec_df(fs.size_bytes) != iec_df(scan.size_bytes)]
     if not others:
         return ""
-    names = _join([f"{_code(fs.mount)} ({size_label(fs.size_bytes)})" for fs in others])
+    names = _join([f"{_code(fs.mount)} ({iec_df(fs.size_bytes)})" for fs in others])
     verb = "differs" if len(others) == 1 else "differ"
     return (f" {names} {verb} in size from {_code(scan.mount)}, so each has its own figures and needs its own scan; "
             "scan the one the workload writes to hardest first.")
@@ -561,7 +560,7 @@ def _operations(scan: MountScan, cells, grouped: bool) -> str:
         what = words.get((c.file_size_bytes, c.rw))
         cell = scan.cell(c.file_size_bytes, c.rw)
         if what and cell:
-            out.append(f"{what} on {_code(scan.mount)} runs at the {iec_label(c.file_size_bytes)} {c.rw} rate of "
+            out.append(f"{what} on {_code(scan.mount)} runs at the {iec_whole(c.file_size_bytes)} {c.rw} rate of "
                        f"{fmt_bw(cell.bw_mib_s, grouped)} MiB/s")
     return (" " + "; ".join(out)[0].upper() + "; ".join(out)[1:] + ".") if out else ""
 
@@ -581,11 +580,11 @@ def scan_finding(scan: MountScan, judgement: Judgement, local: MountScan | None,
             text += f" Layout: {scan.layout.summary}."
         volume = scan.volume_mount if (not scan.shared and scan.volume_mount) else scan.mount
         if scan.shared and scan.fstype.lower() in PARALLEL_TYPES:
-            text += (f" Obtain from the operator the service tier of {_code(volume)} ({size_label(scan.size_bytes)}) "
+            text += (f" Obtain from the operator the service tier of {_code(volume)} ({iec_df(scan.size_bytes)}) "
                      f"and the figures it is supposed to hit: {_ask(scan)}; and the default stripe layout, since a "
                      "single-stripe file is served by one storage target regardless of filesystem size.")
         else:
-            text += (f" Obtain from the operator the figures {_code(volume)} ({size_label(scan.size_bytes)}) is "
+            text += (f" Obtain from the operator the figures {_code(volume)} ({iec_df(scan.size_bytes)}) is "
                      f"supposed to hit: {_ask(scan)}.")
         if judgement.unjudged and judgement.target is not None:
             text += f" The figures given{source} have no entry for any measured cell."
@@ -594,7 +593,7 @@ def scan_finding(scan: MountScan, judgement: Judgement, local: MountScan | None,
     for size in _sizes_of(scan):
         for c in judgement.cells:
             if c.file_size_bytes == size:
-                pairs.append(f"{iec_label(size)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
+                pairs.append(f"{iec_whole(size)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
                              f"{fmt_target(c.target, c.unit, grouped)}")
     unjudged = ""
     if judgement.unjudged:
@@ -604,7 +603,7 @@ def scan_finding(scan: MountScan, judgement: Judgement, local: MountScan | None,
                 f"{TARGET_TOLERANCE:.0%} below: " + "; ".join(pairs) + "." + unjudged)
         return Finding("healthy", subsystem, text)
     short = judgement.short
-    shortfalls = "; ".join(f"{iec_label(c.file_size_bytes)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
+    shortfalls = "; ".join(f"{iec_whole(c.file_size_bytes)} {c.rw} {fmt_target(c.measured, c.unit, grouped)} against "
                            f"{fmt_target(c.target, c.unit, grouped)} ({c.shortfall:.1%} below)" for c in short)
     text = (f"{measured} Below the operator's figures{source} by more than {TARGET_TOLERANCE:.0%}: {shortfalls}."
             + _operations(scan, short, grouped) + unjudged)

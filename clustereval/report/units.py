@@ -4,18 +4,73 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+IEC_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
-def iec(n_bytes: int | float) -> str:
-    """``3.5 TiB``, ``252 GiB``, ``512 MiB``: IEC units, never ``16k`` / ``1g``."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+# Byte sizes. Each format below is used for a different kind of size on purpose and they differ
+# in rounding, so they are kept apart; every size the report, the findings and the progress
+# lines write goes through one of them.
+
+
+def _scaled(n_bytes: int | float) -> tuple[float, str]:
+    """The value in the largest IEC unit that keeps it at 1 or more: (1.5, "GiB")."""
     value = float(n_bytes)
     i = 0
-    while value >= 1024 and i < len(units) - 1:
+    while value >= 1024 and i < len(IEC_UNITS) - 1:
         value /= 1024
         i += 1
-    if i == 0:
+    return value, IEC_UNITS[i]
+
+
+def iec(n_bytes: int | float) -> str:
+    """A measured size in prose: one decimal below 100 with a trailing ``.0`` dropped, whole
+    numbers above: ``3.5 TiB``, ``252 GiB``, ``1 GiB``, ``512 B``. Never ``16k`` / ``1g``."""
+    value, unit = _scaled(n_bytes)
+    if unit == "B":
         return f"{int(n_bytes)} B"
-    return f"{fmt_num(value)} {units[i]}"
+    return f"{fmt_num(value)} {unit}"
+
+
+def iec_tenths(n_bytes: int | float) -> str:
+    """A size with its tenth always shown below 100: ``16.0 GiB``, ``1.5 GiB``, ``256 GiB``
+    (the snapshot's findings: a ``/dev/shm`` of 64.0 GiB reads as measured, not as a setting)."""
+    value, unit = _scaled(n_bytes)
+    return f"{value:.0f} {unit}" if value >= 100 or unit == "B" else f"{value:.1f} {unit}"
+
+
+def iec_one_decimal(n_bytes: int | float) -> str:
+    """Always one decimal: ``16.0 GiB``, ``256.0 GiB``, ``1.5 KiB``, ``0 B`` (scratch sizes in the
+    cleanup and free-space lines)."""
+    value, unit = _scaled(n_bytes)
+    return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def iec_df(n_bytes: int | float) -> str:
+    """A volume size at the precision ``df -h`` shows: one decimal below 10, whole above:
+    ``2.3 TiB``, ``252 GiB``, ``28 TiB``. Two volumes are "the same size" when these agree."""
+    value, unit = _scaled(n_bytes)
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+
+
+def iec_whole(num_bytes: int) -> str:
+    """A size that is a whole number of its unit: ``16 KiB``, ``1 GiB``, ``1536 MiB``, else bytes.
+    fio file sizes, block and stripe sizes: settings, written exactly. Without the space it is the
+    cell key of operator targets (``16KiB-read``)."""
+    for label, unit in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= unit and num_bytes % unit == 0:
+            return f"{num_bytes // unit} {label}"
+    return f"{num_bytes} B"
+
+
+def iec_precise(num_bytes: int) -> str:
+    """A size in the largest unit up to GiB, to six significant digits: ``32 KiB``, ``1.25 GiB``,
+    ``16 GiB``. All-reduce payloads (table rows, plot ticks, prose): a payload is a setting, so
+    ``--payload-mib 1280`` reads ``1.25 GiB``, not a rounded ``1.2 GiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= size:
+            return f"{num_bytes / size:g} {unit}"
+    return f"{num_bytes} B"
 
 
 def fmt_num(value: float, digits: int = 1) -> str:
@@ -23,10 +78,6 @@ def fmt_num(value: float, digits: int = 1) -> str:
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.{digits}f}".rstrip("0").rstrip(".")
-
-
-def gib_of_mib(mib: int | float) -> str:
-    return f"{fmt_num(mib / 1024)} GiB"
 
 
 def span(values: Iterable[float], unit: str, fmt=None) -> str:  # noqa: ANN001

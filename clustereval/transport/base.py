@@ -176,6 +176,16 @@ class Transport(abc.ABC):
         return self.method
 
 
+def pack_argv(local: Path) -> list[str]:
+    """The local ``tar`` that streams a directory's contents (not the directory itself) to stdout."""
+    return ["tar", "-C", str(local), "-cf", "-", "."]
+
+
+def unpack_argv(local: Path) -> list[str]:
+    """The local ``tar`` that unpacks such a stream from stdin into ``local``."""
+    return ["tar", "-C", str(local), "-xf", "-"]
+
+
 # what a copy onto a node runs there ("$1": the destination, "$2": a file's mode), fed on stdin
 UNTAR_INTO = 'mkdir -p -- "$1" && tar -C "$1" -xf -'
 WRITE_FILE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
@@ -186,7 +196,7 @@ def copy_payload(node: Node, local: Path, remote: str) -> tuple[str, list[str], 
     bytes for its stdin (a tar of a directory, or the file itself) for transports that stream
     through one command (srun, kubectl exec)."""
     if local.is_dir():
-        tar = subprocess.run(["tar", "-C", str(local), "-cf", "-", "."], capture_output=True)
+        tar = subprocess.run(pack_argv(local), capture_output=True)
         if tar.returncode != 0:
             raise TransportError(node.name, f"cannot read {local}: {tar.stderr.decode(errors='replace').strip()}",
                                  error_id="copy-failed")
@@ -208,7 +218,7 @@ def unpack_copy(node: Node, remote: str, local: Path, out: bytes) -> None:
     kind, body = out[:1], out[1:]
     if kind == b"D":
         local.mkdir(parents=True, exist_ok=True)
-        untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=body, capture_output=True)
+        untar = subprocess.run(unpack_argv(local), input=body, capture_output=True)
         if untar.returncode != 0:
             raise TransportError(node.name, f"copy {remote} -> {local} failed: "
                                  f"{untar.stderr.decode(errors='replace').strip()}", error_id="copy-failed")

@@ -27,12 +27,15 @@ from clustereval.errors import CommandTimeout, ConnectionLost, TransportError
 from clustereval.records import CommandResult
 from clustereval.transport.base import (
     DEFAULT_TIMEOUT_S,
+    GET_SCRIPT,
     UNTAR_INTO,
     WRITE_FILE,
     Node,
     Transport,
     env_prefix,
+    pack_argv,
     shell_join,
+    unpack_argv,
 )
 
 SSH_FAILED = 255  # ssh's own exit code for a failure of ssh itself (not of the remote command)
@@ -341,8 +344,7 @@ class SshTransport(Transport):
         directory is merged into it. Streams over the same ssh options (ProxyJump etc. apply)."""
         local = Path(local)
         if local.is_dir():
-            tar = subprocess.Popen(["tar", "-C", str(local), "-cf", "-", "."], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
+            tar = subprocess.Popen(pack_argv(local), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
                 self._stream(node, UNTAR_INTO, [remote], stdin=tar.stdout, timeout_s=timeout_s, what=f"copy {local}")
             finally:
@@ -360,10 +362,7 @@ class SshTransport(Transport):
         """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
         local = Path(local)
         # one round trip: a type byte, then the file's bytes or a tar of the directory
-        script = ('if [ -d "$1" ]; then printf D && tar -C "$1" -cf - .; '
-                  'elif [ -f "$1" ]; then printf F && cat -- "$1"; '
-                  'else echo "$1: no such file or directory" >&2; exit 2; fi')
-        command = shell_join(["sh", "-c", script, "sh", remote]) + "\n"
+        command = shell_join(["sh", "-c", GET_SCRIPT, "sh", remote]) + "\n"
         # unbuffered: the type byte must be read alone, the rest of the stream goes to tar untouched
         proc = subprocess.Popen(self.ssh_argv(node, LOGIN_LINE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, bufsize=0)
@@ -380,8 +379,7 @@ class SshTransport(Transport):
             kind = proc.stdout.read(1)
             if kind == b"D":
                 local.mkdir(parents=True, exist_ok=True)
-                untar = subprocess.run(["tar", "-C", str(local), "-xf", "-"], stdin=proc.stdout,
-                                       capture_output=True)
+                untar = subprocess.run(unpack_argv(local), stdin=proc.stdout, capture_output=True)
                 untar_err = untar.stderr.decode(errors="replace").strip() if untar.returncode else ""
             elif kind == b"F":
                 local.parent.mkdir(parents=True, exist_ok=True)
