@@ -403,3 +403,26 @@ def test_the_sentence_checker_catches_each_contradiction(rendered, old, new, com
     assert old in md and problems(md, records) == []
     found = problems(md.replace(old, new, 1), records)
     assert any(complaint in p for p in found), found
+
+
+def test_clustereval_report_redraws_the_example_plots_from_its_records(tmp_path):
+    """Plots are drawn at report time from the records: with every PNG of the example's raw folder gone,
+    `clustereval report` draws each one the report links again."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    (report,) = sorted(examples.glob("*.md"))
+    raw = tmp_path / f"raw-{report.stem}"
+    shutil.copytree(examples / raw.name, raw)
+    shutil.copy(report, tmp_path / report.name)
+    for png in raw.rglob("*.png"):
+        png.unlink()
+    res = run_cli("report", str(raw), cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (tmp_path / report.name).read_text())
+    assert linked, "the example report links no plot"
+    for rel in linked:
+        assert (tmp_path / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", rel
+    assert (tmp_path / report.name).read_text() == report.read_text()

@@ -17,6 +17,7 @@ from clustereval.records.network import (
     Sweep,
 )
 from clustereval.report.markdown import Document
+from clustereval.report.network_plots import pairwise_png, sweep_plot_path, sweeps_png
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 from clustereval.report.units import iec_precise
 
@@ -270,8 +271,7 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         lead += (" (NVLS was used, so busbw can exceed 100% of this ring-formula spec)" if nvls_on
                  else " (without NVLS, a ring or tree all-reduce)")
     doc.para(lead + ".")
-    if sweeps[0].plot:
-        doc.image("Intra-node all-reduce", f"{view.raw_rel}/{sweeps[0].plot}")
+    _plot(view, doc, out, "Intra-node all-reduce", sweeps, sweeps_png(sweeps))
     if gloo:
         return
     for s, p, med in an.slow_nodes(sweeps):
@@ -375,8 +375,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         text += (f"; at that payload one node alone reached {gbps(so.intra_busbw_gb_s)} GBps, so spreading the "
                  f"all-reduce over {len(s.nodes)} nodes runs at {so.ratio:.2f}× the 1-node busbw")
     doc.para(text + ".")
-    if s.plot:
-        doc.image("Inter-node all-reduce", f"{view.raw_rel}/{s.plot}")
+    _plot(view, doc, out, "Inter-node all-reduce", [s], sweeps_png([s]))
     if gloo:
         return
     path_words = describe_path(s.nccl) if s.nccl else ""
@@ -460,8 +459,21 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
         out.findings.append(Finding("underperforming", "torchrun",
                                     f"the pairwise hunt named nobody because {pw.why_not_judged}{who}: the pairs' "
                                     "launches failed, which says nothing about the fabric"))
-    if pw.heatmap:
-        doc.image("Pairwise all-reduce busbw", f"{view.raw_rel}/{pw.heatmap}")
+    png = pairwise_png(pw)
+    rel = pw.heatmap or "network/pairwise-heatmap.png"
+    if png is not None:
+        out.files[rel] = png
+    if png is not None or pw.heatmap:
+        doc.image("Pairwise all-reduce busbw", f"{view.raw_rel}/{rel}")
+
+
+def _plot(view: RunView, doc: Document, out: SectionResult, alt: str, sweeps: list[Sweep], png: bytes | None) -> None:
+    """Link the sweeps' plot, drawn now from the records; without matplotlib here, the one the run drew, if any."""
+    rel = sweep_plot_path(sweeps)
+    if png is not None:
+        out.files[rel] = png
+    if png is not None or sweeps[0].plot:
+        doc.image(alt, f"{view.raw_rel}/{rel}")
 
 
 def _launcher_findings(conn, ar, out: SectionResult) -> None:

@@ -1,6 +1,7 @@
 """Network plots as PNG bytes: busbw vs payload (log-x), and the pairwise busbw matrix.
 
-Pure: data in, PNG bytes out (None when matplotlib is not installed); the phase writes the file.
+Pure: records in, PNG bytes out (None when matplotlib is not installed). Drawn when the report is
+rendered, so `clustereval report RUN_DIR` draws them again from the saved records.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from clustereval.records.network import PairwiseRecord, Sweep
 from clustereval.report.plotting import pyplot
 from clustereval.report.units import iec_precise
 
@@ -21,7 +23,43 @@ class Series:
     dashed: bool = False
 
 
+def sweep_plot_path(sweeps: Sequence[Sweep]) -> str:
+    """Raw-folder path of the busbw plot of these sweeps (the intra-node ones together, or the inter-node one);
+    a record from a run that drew its plot itself names it."""
+    s = sweeps[0]
+    return s.plot or f"network/busbw-{s.scope}-{s.num_ranks}.png"
 
+
+def sweeps_png(sweeps: Sequence[Sweep]) -> bytes | None:
+    """busbw against payload for each sweep, back-to-back solid and (one sweep alone) blocking dashed."""
+    measured = [s for s in sweeps if s.rows]
+    if not measured:
+        return None
+    first = measured[0]
+    devices = ", ".join(sorted({s.device_name for s in measured if s.device_name}))
+    label = "gloo" if first.backend == "gloo" else devices
+    if first.scope == "intra-node":
+        title = f"All-reduce busbw, intra-node: {first.num_ranks} ranks per node ({label})"
+    else:
+        title = f"All-reduce busbw, inter-node: {first.num_ranks} ranks on {len(first.nodes)} nodes ({label})"
+    series = []
+    for s in measured:
+        name = s.nodes[0] if s.scope == "intra-node" and len(measured) > 1 else f"{s.num_ranks} ranks"
+        series.append(Series(f"{name} back-to-back", [r.payload_bytes for r in s.rows],
+                             [r.busbw_gb_s for r in s.rows]))
+        if s.blocking_rows and len(measured) == 1:
+            series.append(Series(f"{name} blocking", [r.payload_bytes for r in s.blocking_rows],
+                                 [r.busbw_gb_s for r in s.blocking_rows], dashed=True))
+    return busbw_png(series, title)
+
+
+def pairwise_png(pw: PairwiseRecord) -> bytes | None:
+    """The pair matrix of median busbw, nodes in the order they first appear in the pairs."""
+    nodes: list[str] = []
+    for p in pw.pairs:
+        nodes += [n for n in (p.a, p.b) if n not in nodes]
+    busbw = {(p.a, p.b): p.busbw_gb_s for p in pw.pairs}
+    return pair_heatmap_png(nodes, busbw, f"Pairwise all-reduce busbw (GB/s), {pw.ranks_per_node * 2} ranks per pair")
 
 
 def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
