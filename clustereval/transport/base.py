@@ -135,8 +135,6 @@ class Transport(abc.ABC):
 
     method = "abstract"
     fanout = DEFAULT_FANOUT
-    # the platform's allocation every command runs in (a Slurm job id); "" where there is none
-    job_id = ""
 
     @abc.abstractmethod
     def run(self, node: Node, argv: list[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -166,6 +164,12 @@ class Transport(abc.ABC):
             args = argv(node) if callable(argv) else argv
             return self.run(node, args, timeout_s=timeout_s, env=env, cwd=cwd)
         return run_parallel(nodes, one, self.fanout)
+
+    @property
+    def job_id(self) -> str:
+        """The platform's allocation every command runs in (a Slurm job id); "" (the default) where
+        there is none, or none yet."""
+        return ""
 
     def nodes(self, wanted: Sequence[str] = ()) -> list[Node] | None:
         """The nodes as the platform lists them (a Slurm allocation's, the selected pods), in node
