@@ -5,7 +5,8 @@ On a terminal the display is a live rich progress line: the phase, the node, the
 the phase has run and, for steps whose duration is known (the matmul search, the all-reduce
 sweep, fio, DCGM), the time left, counting down between updates. Elsewhere (a log file, CI, a
 pipe) each update is one plain line, so a log keeps every step. Phases never print: they call
-``RunConsole.progress``; only the CLI and ``app`` (which the CLI hands its consoles) use this.
+``RunConsole.progress``. The commands in ``app`` print nothing themselves either: every line they
+have for the user goes through a ``RunConsole`` built on the consoles cli.py owns.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -136,6 +138,35 @@ class RunConsole:
         with self._lock:
             self.console.print(text, markup=False)
 
+    def tell(self, text: str) -> None:
+        """A line of the command's result, on ``out`` (stdout: what a pipe or a log keeps)."""
+        with self._lock:
+            self.out.print(text, markup=False)
+
+    def show_preflight(self, record: Any) -> None:
+        """The preflight checklist and probes as tables on ``out``, then what is missing or failed."""
+        with self._lock:
+            show_preflight(record, self.out)
+
+    def show_closeout(self, text: str, saved: object) -> None:
+        """The close-out after a blank line, and where it was saved."""
+        with self._lock:
+            self.out.print("", markup=False)
+            self.out.print(text.rstrip("\n"), markup=False)
+            self.out.print(f"(saved as {saved})", markup=False)
+
+    def show_lint(self, problems: Iterable[object], report: object) -> None:
+        """Every lint problem of the report just written, then the one-line error when there are any
+        (they are clustereval's own rendering defect)."""
+        problems = list(problems)
+        with self._lock:
+            for p in problems:
+                self.console.print(str(p), markup=False)
+            if problems:
+                self.console.print(f"error[lint-failed]: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+                                   f"in {report}; the report breaks the runbook's final-pass rules "
+                                   "(a clustereval defect: please report it)", markup=False)
+
     def phase(self, name: str, status: str, record: Any = None) -> None:
         """A phase started or ended: ``start``, ``ok``, ``partial``, ``failed``, ``skipped``,
         ``interrupted``. An outcome other than ok carries its reason on the same line."""
@@ -167,7 +198,46 @@ class RunConsole:
             self.out.print(f"report: {path}", markup=False)
 
 
-def progress_printer(console: Console) -> RunConsole:
-    """A plain-line ``RunConsole`` for commands without a live display (its ``progress`` is the
-    phases' callback)."""
-    return RunConsole(console, live=False)
+def show_preflight(record: Any, out: Console) -> None:
+    """The checklist and the probes as tables, then what is missing or failed, one line each."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Preflight checklist", title_justify="left", show_lines=False)
+    table.add_column("need")
+    table.add_column("status")
+    table.add_column("value / what to supply")
+    for item in record.checklist:
+        status = "known" if item.known else ("missing" if item.required else "optional, not given")
+        style = "" if item.known else ("bold red" if item.required else "yellow")
+        table.add_row(escape(item.need), f"[{style}]{status}[/]" if style else status,
+                      escape(item.value if item.known or not item.hint else (item.value or item.hint)))
+    out.print(table)
+    if record.probes:
+        probes = Table(title="Reachability", title_justify="left")
+        for col in ("probe", "node", "result", "detail", "seconds"):
+            probes.add_column(col, justify="right" if col == "seconds" else "left")
+        for p in record.probes:
+            result = "skipped" if p.skipped else ("ok" if p.ok else ("FAILED" if p.gating else "not working"))
+            style = "" if p.ok or p.skipped else ("bold red" if p.gating else "yellow")
+            probes.add_row(p.kind, escape(p.node), f"[{style}]{result}[/]" if style else result, escape(p.detail),
+                           f"{p.seconds:.2f}")
+        out.print(probes)
+    if record.rendezvous_fixes:
+        for fix in record.rendezvous_fixes:
+            out.print(f"rendezvous fix: {fix}", markup=False)
+    if record.final_env:
+        sources = ", ".join(f"{k}={v} ({record.env_source.get(k, '')})" for k, v in record.final_env.items())
+        out.print(f"NCCL environment: {sources}", markup=False)
+    if record.missing:
+        out.print("missing before the eval can start:", markup=False)
+        for item in record.checklist:
+            if item.need in record.missing:
+                out.print(f"  - {item.need}: {item.hint}", markup=False)
+        needs = {item.need for item in record.checklist}
+        for gap in record.gaps:  # what a node lacks (a configured path): named with the node and the fix
+            if gap.node and not any(gap.text.startswith(f"Missing before the eval can start: {n}") for n in needs):
+                out.print(f"  - {gap.text} (fix: {gap.plan})" if gap.plan else f"  - {gap.text}", markup=False)
+    for gap in record.gaps:
+        if not record.missing:
+            out.print(f"- {gap.text} (plan: {gap.plan})" if gap.plan else f"- {gap.text}", markup=False)

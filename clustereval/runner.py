@@ -8,6 +8,8 @@ runs again every phase that is not ok.
 from __future__ import annotations
 
 import importlib
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -16,8 +18,10 @@ from typing import Any
 
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import Phase, RunContext
+from clustereval.phases.scratch import scratch_for
 from clustereval.records import Gap, PhaseRecord
 from clustereval.records.registry import RECORD_TYPES
+from clustereval.records.scratch import ScratchMove
 from clustereval.report.render import Rendered, RunView, render_report
 from clustereval.store import OUTCOMES, PhaseOutcome, RunState, RunStore, utc_now_iso
 from clustereval.transport.base import Node
@@ -267,3 +271,63 @@ def render(store: RunStore, access: str, shortenings: tuple[str, ...] = (), targ
     for rel, data in rendered.files.items():  # plots drawn from the records: a re-render redraws them
         store.write_raw(rel, data)
     return rendered
+
+
+class Interrupts:
+    """First Ctrl-C: finish the current measurement, then stop. Second: stop now.
+
+    ``say``: where the line telling the user what happens goes (the run's console)."""
+
+    def __init__(self, stop: threading.Event, say: Callable[[str], None]) -> None:
+        self.stop = stop
+        self.say = say
+        self._old = None
+
+    def __enter__(self) -> Interrupts:
+        self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:  # noqa: ANN001
+        if self.stop.is_set():
+            self.say("interrupt: stopping now")
+            raise KeyboardInterrupt
+        self.stop.set()
+        self.say("interrupt: stopping after the current step (a running fio run is stopped and "
+                 "discarded; it runs again on --resume), then writing a partial report "
+                 "(Ctrl-C again to stop now)")
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        signal.signal(signal.SIGINT, self._old or signal.SIG_DFL)
+
+
+def clear_scratch(ctx: RunContext, *, save: bool = True,
+                  notify: Callable[[str], None] | None = None) -> list[ScratchMove]:
+    """Move every scratch folder the run created to trash (node-local /tmp ones are deleted).
+
+    A first Ctrl-C only says that the cleanup is still running (an interrupted cleanup is what
+    would leave other people's filesystems fuller than the eval found them); a second one stops it,
+    and what is left is named for ``clustereval cleanup``."""
+    scratch = scratch_for(ctx)
+    if not scratch.areas():
+        return []
+    in_main = threading.current_thread() is threading.main_thread()
+    asked = threading.Event()
+    say = notify or (lambda _line: None)
+
+    def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+        say("interrupt: still clearing the scratch on the nodes; Ctrl-C again to stop and leave it for "
+            f"`clustereval cleanup {ctx.store.raw_dir}`")
+
+    old = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    try:
+        ctx.transport.prepare_cleanup()  # e.g. the Slurm allocation hit its time limit mid-run
+        return scratch.cleanup(ctx.nodes, save=save)
+    except KeyboardInterrupt:
+        say(f"scratch: cleanup stopped; what is left is recorded: run `clustereval cleanup {ctx.store.raw_dir}`")
+        raise
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, old or signal.SIG_DFL)

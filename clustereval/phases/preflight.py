@@ -48,8 +48,7 @@ def _short(names: list[str], limit: int = 8) -> str:
 
 def _access_detail(ctx: RunContext) -> str:
     """kubectl: context, namespace and how the pods were chosen (the report's Access line names them)."""
-    detail = getattr(getattr(ctx.transport, "inner", ctx.transport), "access_detail", None)
-    return detail() if callable(detail) else ""
+    return ctx.transport.access_detail()
 
 
 def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
@@ -188,11 +187,11 @@ class Preflight:
 
     # -- 0. Slurm: the allocation exists and covers the nodes ---------------------------------
     def _allocation(self) -> bool:
-        check = getattr(getattr(self.ctx.transport, "inner", self.ctx.transport), "allocation_check", None)
-        if check is None:
-            return True
         t0 = time.monotonic()
-        ok, detail = check(self.nodes)
+        checked = self.ctx.transport.allocation_check(self.nodes)
+        if checked is None:
+            return True
+        ok, detail = checked
         self._probe(ProbeResult("slurm", "all nodes", ok, detail, round(time.monotonic() - t0, 2)))
         if not ok:
             self.rec.gaps.append(Gap(PHASE, f"{detail}.", "start an allocation that holds every node (salloc) "

@@ -418,10 +418,9 @@ class _Job:
         rc = proc.returncode
         node = next(n for n in self.nodes if n.name == name)
         ex = NodeExit(node=name, rc=rc, seconds=self._elapsed(), state="ok" if rc == 0 else "failed")
-        error_for = getattr(self.ctx.transport, "error_for", None)
-        if rc != 0 and error_for is not None:
+        if rc != 0:
             self.readers[name].join(timeout=2)  # its last lines say whether ssh itself failed
-            err = error_for(node, rc, "".join(self.lines[name]))
+            err = self.ctx.transport.error_for(node, rc, "".join(self.lines[name]))
             if err is not None:
                 ex.state, ex.cause = "unreachable", err.message
         self.exits[name] = ex

@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -129,7 +129,9 @@ def run_parallel(items: Iterable[T], fn: Callable[[T], R], max_workers: int = DE
 
 
 class Transport(abc.ABC):
-    """Runs argv lists on nodes. Implementations: local, ssh (slurm and kubectl fit the same shape)."""
+    """Runs argv lists on nodes. Implementations: local, ssh, slurm (srun in an allocation), kubectl
+    (exec in pods). Everything a caller needs is a method here, with a default that fits a transport
+    for which it does not apply, so no caller asks which transport it holds."""
 
     method = "abstract"
     fanout = DEFAULT_FANOUT
@@ -162,6 +164,39 @@ class Transport(abc.ABC):
             args = argv(node) if callable(argv) else argv
             return self.run(node, args, timeout_s=timeout_s, env=env, cwd=cwd)
         return run_parallel(nodes, one, self.fanout)
+
+    @property
+    def job_id(self) -> str:
+        """The platform's allocation every command runs in (a Slurm job id); "" (the default) where
+        there is none, or none yet."""
+        return ""
+
+    def nodes(self, wanted: Sequence[str] = ()) -> list[Node] | None:
+        """The nodes as the platform lists them (a Slurm allocation's, the selected pods), in node
+        order, each with the address it reports. ``wanted``: names from cluster.toml that must all be
+        among them (Slurm). None (the default): the platform does not name the nodes, cluster.toml
+        and its hostfile do."""
+        return None
+
+    def access_detail(self) -> str:
+        """What the report's Access line says beyond ``method`` (kubectl: context, namespace, how
+        the pods were chosen); "" (the default) when the method says it all."""
+        return ""
+
+    def allocation_check(self, nodes: Iterable[Node]) -> tuple[bool, str] | None:
+        """Preflight's first look where commands run inside an allocation: (passed, one line) on
+        whether it exists, still runs and holds every node. None (the default): there is no
+        allocation to check."""
+        return None
+
+    def error_for(self, node: Node, rc: int, output: str, *, seconds: float | None = None,
+                  during: str = "") -> TransportError | None:
+        """For a finished ``popen``: the error when ``rc``/``output`` are the transport's own failure
+        (ssh could not connect, kubectl's stream broke) rather than the command's; None when the
+        command ran, whatever its exit code. ``seconds``: how long it ran; ``during``: what it was,
+        for the message. The default (None) fits a transport that adds no failure of its own to a
+        command's output (local: the process is the command)."""
+        return None
 
     def prepare_cleanup(self) -> None:
         """Make sure scratch cleanup can still reach the nodes (Slurm: when the run's allocation

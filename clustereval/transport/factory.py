@@ -17,13 +17,14 @@ def nodes_of(config: Config, transport: Transport | None = None) -> list[Node]:
     ``make_transport`` returned): Slurm's order, or cluster.toml ``nodes`` when listed, with the
     address each node reports for itself."""
     if config.access in ("slurm", "kubectl"):
-        inner = getattr(transport, "inner", transport)  # a RetryingTransport wraps the real one
-        nodes = getattr(inner, "nodes", None)
-        if nodes is None:
+        listed = None
+        if transport is not None:
+            listed = transport.nodes(config.nodes) if config.access == "slurm" else transport.nodes()
+        if listed is None:
             source = "allocation" if config.access == "slurm" else "pods"
             raise UsageError(f"access = \"{config.access}\": the node list comes from the {source}, so it needs "
                              f"the {config.access} transport", "call nodes_of(config, make_transport(config))")
-        return nodes(config.nodes) if config.access == "slurm" else nodes()
+        return listed
     if config.hosts:
         names = list(config.nodes) if len(config.nodes) == len(config.hosts) else [h.address for h in config.hosts]
         return [Node(name=n, address=h.address, index=i, slots=h.slots)
@@ -38,7 +39,6 @@ def with_nodes(config: Config, nodes: list[Node], transport: Transport | None = 
     endpoint. Other access methods: ``config`` unchanged."""
     if config.access not in ("slurm", "kubectl") or not nodes:
         return config
-    inner = getattr(transport, "inner", transport)
     if config.access == "kubectl":
         pod0 = nodes[0].name
         source = (f"{config.kubectl.hostfile} in pod {pod0} (the platform's)" if config.kubectl.hostfile
@@ -47,7 +47,7 @@ def with_nodes(config: Config, nodes: list[Node], transport: Transport | None = 
             config, nodes=tuple(n.name for n in nodes),
             hosts=tuple(HostEntry(address=n.address, slots=n.slots, line=n.index + 1) for n in nodes),
             hostfile=source)
-    job = getattr(inner, "job_id", "") or "?"
+    job = (transport.job_id if transport is not None else "") or "?"
     return dataclasses.replace(
         config, nodes=tuple(n.name for n in nodes),
         hosts=tuple(HostEntry(address=n.address, slots=n.slots, line=n.index + 1) for n in nodes),

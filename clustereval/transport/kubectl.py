@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clustereval.config import KubectlConfig
@@ -180,9 +180,10 @@ class KubectlTransport(Transport):
                              "selector / job / jobset and namespace", error_id="pod-not-found")
         return probe.order_pods(pods, cfg.order_by)
 
-    def nodes(self) -> list[Node]:
+    def nodes(self, wanted: Sequence[str] = ()) -> list[Node]:
         """Every pod as a node: hostname from inside the pod, address from the platform's hostfile
-        when [kubectl] hostfile names one, else the pod's ``status.podIP``."""
+        when [kubectl] hostfile names one, else the pod's ``status.podIP``. ``wanted`` is not used:
+        [kubectl] pods / selector / job / jobset choose the pods."""
         if self._nodes is not None:
             return self._nodes
         pods = self.list_pods()
