@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 from clustereval.analysis.matmul import held_rate  # noqa: E402
 from clustereval.config import Config  # noqa: E402
 from clustereval.phases.base import RunContext  # noqa: E402
-from clustereval.phases.compute import MatmulPhase  # noqa: E402
 from clustereval.phases.gpunode import MatmulPlan  # noqa: E402
+from clustereval.phases.matmul import MatmulPhase  # noqa: E402
 from clustereval.records import from_dict, to_dict  # noqa: E402
 from clustereval.records.compute import MatmulRecord, ShapeTiming  # noqa: E402
 from clustereval.store import RunState, RunStore  # noqa: E402

@@ -43,8 +43,10 @@ sys.path.insert(0, str(REPO))
 from clustereval.analysis.gpu_passes import sm_coverage  # noqa: E402
 from clustereval.config import Config  # noqa: E402
 from clustereval.phases.base import RunContext  # noqa: E402
-from clustereval.phases.compute import HealthPhase, LemonPhase, NodePass  # noqa: E402
 from clustereval.phases.gpunode import MatmulPlan, inventory  # noqa: E402
+from clustereval.phases.health import HealthPhase  # noqa: E402
+from clustereval.phases.lemon import LemonPhase  # noqa: E402
+from clustereval.phases.matmul import NodePass  # noqa: E402
 from clustereval.records import from_dict, to_dict  # noqa: E402
 from clustereval.records.compute import SearchSummary, ShapeTiming  # noqa: E402
 from clustereval.store import RunState, RunStore  # noqa: E402

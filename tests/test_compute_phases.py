@@ -10,8 +10,10 @@ import pytest
 
 from clustereval.config import Config
 from clustereval.phases.base import RunContext
-from clustereval.phases.compute import HealthPhase, LemonPhase, MatmulPhase
 from clustereval.phases.gpunode import MatmulPlan
+from clustereval.phases.health import HealthPhase
+from clustereval.phases.lemon import LemonPhase
+from clustereval.phases.matmul import MatmulPhase
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport

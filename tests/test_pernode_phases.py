@@ -19,10 +19,12 @@ import pytest
 
 from clustereval.config import Config
 from clustereval.phases.base import PROFILES, RunContext
-from clustereval.phases.compute import HealthPhase, LemonPhase, MatmulPhase
 from clustereval.phases.environment import EnvironmentPhase
 from clustereval.phases.evalpython import EvalPythonPhase
 from clustereval.phases.gpunode import MatmulPlan
+from clustereval.phases.health import HealthPhase
+from clustereval.phases.lemon import LemonPhase
+from clustereval.phases.matmul import MatmulPhase
 from clustereval.phases.packages import PackagesPhase
 from clustereval.phases.scratch import scratch_for
 from clustereval.phases.storage import StoragePhase

@@ -1,5 +1,5 @@
-"""What the compute phases share: the plan, each node's GPUs, the busy-GPU guard, worker launching,
-and the sibling loads.
+"""What the compute phases (health, matmul, lemon) share: the plan, each node's GPUs, the busy-GPU
+guard, worker launching, and the sibling loads.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
-from clustereval.phases.pernode import hostname_of
+from clustereval.phases.pernode import each_node, hostname_of
 from clustereval.phases.remote import (
     ensure_node_scratch,
     interpreter_mismatch,
@@ -29,6 +29,7 @@ from clustereval.probes.gpu_procs import (
     parse_compute_apps,
     parse_gpu_rows,
 )
+from clustereval.records import Gap
 from clustereval.transport.base import Node
 
 PKG = Path(__file__).resolve().parent.parent
@@ -143,6 +144,39 @@ def inventory(ctx: RunContext, node: Node, plan: MatmulPlan) -> NodeGpus:
         out.error = "nvidia-smi is not installed" if res.rc == 127 else (
             why[-1][:200] if why else "nvidia-smi lists no GPU")
     return out
+
+
+NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
+               "cluster has no GPU results")
+
+
+def no_gpu_gap(invs: list[NodeGpus]) -> Gap:
+    """One Gap for the three compute phases (phase "compute"), so the close-out lists it once."""
+    why = "; ".join(f"{i.node.name}: {i.error}" for i in invs)
+    return Gap(phase="compute", text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
+               plan=NO_GPU_PLAN)
+
+
+def inventories(ctx: RunContext, plan: MatmulPlan, phase: str, title: str) -> tuple[list[NodeGpus], list[Gap]]:
+    """Every node's GPUs; a node that cannot be asked has none, and a Gap that says why."""
+    steps = each_node(ctx, phase, title, ctx.nodes, lambda n: inventory(ctx, n, plan),
+                      what="`nvidia-smi` (the GPU inventory)")
+    invs = [s.value if s.value is not None else NodeGpus(s.node, hostname_of(ctx, s.node),
+                                                         error=s.error.message if s.error else "no answer")
+            for s in steps]
+    return invs, [s.gap for s in steps if s.gap is not None]
+
+
+
+BUSY_PLAN = "find out whose processes these are and re-run the pass when the GPUs are free (`clustereval run --resume RUN_DIR`)"
+
+
+class PassAborted(Exception):
+    """The node's pass stops: foreign compute processes appeared, or the sibling loads would not run."""
+
+    def __init__(self, text: str, plan: str = BUSY_PLAN) -> None:
+        super().__init__(text)
+        self.text, self.plan = text, plan
 
 
 class Guard:

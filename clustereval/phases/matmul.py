@@ -1,15 +1,9 @@
-"""The Compute phases: hardware health (``dcgmi diag -r 2``), the matmul MAMF/MSMF pass, lemon GEMM.
+"""The matmul pass: MAMF and MSMF of every GPU.
 
-- health: on every node at once, start ``nv-hostengine`` if it is not running (and stop it
-  again afterwards), run ``dcgmi diag -r 2``, keep the console log, parse Pass / Fail per plugin
-  and GPU. DCGM missing, unprivileged or failing is a Gap with a plan; the other passes still run.
-- matmul: GPU0 searches for MAMF and MSMF while every other GPU runs a continuous matmul; then
-  each other GPU measures GPU0's MSMF shape while every sibling (GPU0 included) runs one. A GPU
-  more than 2% below its node median gets two more passes with the shape pinned.
-- lemon: the fixed 16384³ matmul on every GPU, one at a time with the siblings idle; same
-  three-pass rule; an error or a hang is a dead GPU.
-
-Before every pass and before every GPU's measurement, foreign compute processes stop the pass.
+GPU0 searches for MAMF and MSMF while every other GPU runs a continuous matmul; then each other GPU
+measures GPU0's MSMF shape while every sibling (GPU0 included) runs one. A GPU more than 2% below its
+node median gets two more passes with the shape pinned. Before every pass and before every GPU's
+measurement, foreign compute processes stop the pass.
 """
 
 from __future__ import annotations
@@ -20,192 +14,33 @@ from collections.abc import Callable
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
 from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
-from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
+    NO_GPU_PLAN,
     Guard,
     LoadSet,
     MatmulPlan,
     NodeGpus,
+    PassAborted,
     busy_text,
     check_interpreter,
     copy_tool,
-    hostname_of,
-    inventory,
+    inventories,
     launch,
+    no_gpu_gap,
     plan_for,
 )
 from clustereval.phases.pernode import each_node
-from clustereval.phases.workerproc import WorkerProc, is_event
-from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
+from clustereval.phases.workerproc import WorkerProc
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
     GpuMsmf,
-    HealthRecord,
-    LemonGpu,
-    LemonRecord,
     MatmulRecord,
     MatmulTrace,
-    NodeHealth,
-    NodeLemon,
     NodeMatmul,
     SearchSummary,
     ShapeTiming,
 )
-from clustereval.transport.base import Node
-
-NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
-               "cluster has no GPU results")
-
-
-def _no_gpu_gap(invs: list[NodeGpus]) -> Gap:
-    """One Gap for the three compute phases (phase "compute"), so the close-out lists it once."""
-    why = "; ".join(f"{i.node.name}: {i.error}" for i in invs)
-    return Gap(phase="compute", text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
-               plan=NO_GPU_PLAN)
-
-
-def _inventories(ctx: RunContext, plan: MatmulPlan, phase: str, title: str) -> tuple[list[NodeGpus], list[Gap]]:
-    """Every node's GPUs; a node that cannot be asked has none, and a Gap that says why."""
-    steps = each_node(ctx, phase, title, ctx.nodes, lambda n: inventory(ctx, n, plan),
-                      what="`nvidia-smi` (the GPU inventory)")
-    invs = [s.value if s.value is not None else NodeGpus(s.node, hostname_of(ctx, s.node),
-                                                         error=s.error.message if s.error else "no answer")
-            for s in steps]
-    return invs, [s.gap for s in steps if s.gap is not None]
-
-
-# -- hardware health -------------------------------------------------------------------------
-
-_HEALTH_PROBE = ("command -v dcgmi >/dev/null 2>&1 && echo have:dcgmi; "
-                 "command -v nv-hostengine >/dev/null 2>&1 && echo have:nv-hostengine; "
-                 "command -v nvidia-smi >/dev/null 2>&1 && echo have:nvidia-smi; "
-                 "(. /etc/os-release 2>/dev/null && echo os:$ID:$VERSION_ID:$ID_LIKE); "
-                 "nvidia-smi 2>/dev/null | grep -m1 'CUDA Version' || true")
-
-
-def dcgm_install_plan(os_line: str, cuda: str) -> str:
-    """The package and commands for this OS; the CUDA major comes from the driver."""
-    pkg = f"datacenter-gpu-manager-4-cuda{cuda or '<CUDA major from nvidia-smi>'}"
-    ident = os_line.lower()
-    if any(d in ident for d in ("ubuntu", "debian")):
-        how = f"add NVIDIA's CUDA repository (the `cuda-keyring` package), then `sudo apt-get install -y {pkg}`"
-    elif any(d in ident for d in ("rhel", "rocky", "centos", "fedora", "almalinux", "amzn")):
-        how = f"add NVIDIA's CUDA repository, then `sudo dnf install -y {pkg}`"
-    else:
-        how = (f"add NVIDIA's CUDA repository, then install `{pkg}` (`apt-get` on Debian/Ubuntu, "
-               "`dnf` on RHEL/Rocky)")
-    return f"{how}; then re-run with `clustereval run --resume RUN_DIR` (or accept the gap)"
-
-
-def dcgm_missing_gap(node: str, os_line: str, cuda: str) -> Gap:
-    return Gap(HealthPhase.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {node}, "
-                                 "so the hardware health check did not run there.",
-               dcgm_install_plan(os_line, cuda), node)
-
-
-class HealthPhase:
-    name = "health"
-    title = "Hardware health (dcgmi diag -r 2)"
-    level = 2
-
-    def applies(self, ctx: RunContext) -> bool:
-        return True
-
-    def run(self, ctx: RunContext) -> HealthRecord:
-        rec = HealthRecord(level=self.level)
-        plan = plan_for(ctx)
-        if plan.cpu:
-            rec.status = "skipped"
-            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
-                                plan=NO_GPU_PLAN))
-            return rec
-        steps = each_node(ctx, self.name, "the hardware health check", ctx.nodes, lambda n: self._node(ctx, n),
-                          what=f"`dcgmi diag -r {self.level}`")
-        results = [s.value if s.value is not None else
-                   (NodeHealth(node=s.node.name, index=s.node.index, hostname=hostname_of(ctx, s.node),
-                               level=self.level, errors=[s.error.message if s.error else "no answer"]),
-                    [s.gap] if s.gap else [])
-                   for s in steps]
-        rec.nodes = [r[0] for r in results if r[0] is not None]
-        if not rec.nodes:  # no node has a driver: one gap, worded as the other compute phases word it
-            rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap([NodeGpus(n, n.name, error="nvidia-smi is not installed")
-                                                    for n in ctx.nodes]))
-            return rec
-        for _, gaps in results:
-            rec.gaps += gaps
-        if not any(n.ran for n in rec.nodes):
-            rec.status = "failed" if rec.nodes else "skipped"
-        elif rec.gaps or any(not s.ok for s in steps):
-            rec.status = "partial"
-        return rec
-
-    def _node(self, ctx: RunContext, node: Node) -> tuple[NodeHealth | None, list[Gap]]:
-        probe = ctx.transport.run(node, ["sh", "-c", _HEALTH_PROBE], timeout_s=60)
-        have = {ln[5:] for ln in probe.stdout.splitlines() if ln.startswith("have:")}
-        os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
-        cuda = cuda_major(probe.stdout)
-        if "nvidia-smi" not in have:
-            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (nvidia-smi is not installed), so the "
-                                         "hardware health check did not run there.", NO_GPU_PLAN, node.name)]
-        nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.level)
-        if "dcgmi" not in have:
-            nh.errors.append("dcgmi is not installed")
-            return nh, [dcgm_missing_gap(node.name, os_line, cuda)]
-        ctx.progress(self.name, node.name, f"dcgmi diag -r {self.level}", 600.0)
-        disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
-        if not disc.ok and connection_error(disc.stdout + disc.stderr) and "nv-hostengine" in have:
-            started = ctx.transport.run(node, ["nv-hostengine"], timeout_s=60)
-            nh.hostengine_started = started.ok
-            disc = ctx.transport.run(node, ["dcgmi", "discovery", "-l"], timeout_s=60)
-        try:
-            if not disc.ok:
-                why = _last_line(disc.stdout + "\n" + disc.stderr)
-                nh.errors.append(why)
-                return nh, [Gap(self.name, f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be "
-                                           f"reached on {node.name} ({why}), so the hardware health check did not run "
-                                           "there.",
-                                "run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it "
-                                "on the node, then re-run with `clustereval run --resume RUN_DIR`", node.name)]
-            res = ctx.transport.run(node, diag_argv(self.level), timeout_s=1800)
-            nh.log_rel = f"health/dcgm-diag-r{self.level}-{node.name}.txt"
-            ctx.raw(nh.log_rel, f"$ dcgmi diag -r {self.level}\n{res.stdout}{res.stderr}")
-            report = parse_diag(res.stdout + "\n" + res.stderr)
-            nh.ran, nh.dcgm_version, nh.results = report.ran, report.version, report.results
-            nh.errors += report.errors
-            if not report.ran:
-                why = "timed out after 30 min" if res.timed_out else _last_line(res.stdout + "\n" + res.stderr)
-                return nh, [Gap(self.name, f"[`dcgmi diag -r {self.level}`]({DIAG_URL}) did not complete on "
-                                           f"{node.name} ({why}).",
-                                "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
-                                "and re-run with `clustereval run --resume RUN_DIR`", node.name)]
-            return nh, []
-        finally:
-            if nh.hostengine_started:
-                try:
-                    ctx.transport.run(node, ["nv-hostengine", "--term"], timeout_s=60)
-                except TransportError:
-                    pass  # the node stopped answering: the diag's own error is the one to report
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else "no output"
-
-
-# -- matmul ----------------------------------------------------------------------------------
-
-
-BUSY_PLAN = "find out whose processes these are and re-run the pass when the GPUs are free (`clustereval run --resume RUN_DIR`)"
-
-
-class PassAborted(Exception):
-    """The node's pass stops: foreign compute processes appeared, or the sibling loads would not run."""
-
-    def __init__(self, text: str, plan: str = BUSY_PLAN) -> None:
-        super().__init__(text)
-        self.text, self.plan = text, plan
 
 
 class MatmulPhase:
@@ -225,11 +60,11 @@ class MatmulPhase:
         rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
                            soak_min_s=plan.soak_min_s, soak_max_s=plan.soak_max_s, settle_s=plan.settle_s,
                            sustain_s=plan.sustain_s)
-        invs, lost = _inventories(ctx, plan, self.name, "the GPU performance pass")
+        invs, lost = inventories(ctx, plan, self.name, "the GPU performance pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(invs))
+            rec.gaps.append(no_gpu_gap(invs))
             return rec
         rec.tool_rel = copy_tool(ctx)
         passes = {i.node.name: NodePass(ctx, i, plan) for i in live}
@@ -534,142 +369,3 @@ class NodePass:
         if passno == 1 and result.get("trace"):
             g.trace = from_dict(MatmulTrace, result["trace"])
         return from_dict(ShapeTiming, result["timing"]), ""
-
-
-# -- lemon -----------------------------------------------------------------------------------
-
-
-class LemonPhase:
-    name = "lemon"
-    title = "Find underperforming GPUs (lemon GEMM)"
-
-    def applies(self, ctx: RunContext) -> bool:
-        return True
-
-    def run(self, ctx: RunContext) -> LemonRecord:
-        plan = plan_for(ctx)
-        rec = LemonRecord(size=plan.lemon_size or (256 if plan.cpu else 16384), dtype=plan.dtype)
-        invs, lost = _inventories(ctx, plan, self.name, "the lemon GEMM pass")
-        live = [i for i in invs if i.gpus]
-        if not live:
-            rec.status = "skipped"
-            rec.gaps.append(_no_gpu_gap(invs))
-            return rec
-        rec.tool_rel = copy_tool(ctx)
-        by_name = {i.node.name: i for i in live}
-        steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
-                          lambda n: self._node(ctx, by_name[n.name], plan), what="the lemon GEMM worker")
-        results = [s.value if s.value is not None else
-                   (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
-                              gpu_name=by_name[s.node.name].gpus[0].name,
-                              gpus=[LemonGpu(gpu=g) for g in by_name[s.node.name].indices],
-                              error=s.error.message if s.error else "no answer"), [s.gap] if s.gap else [])
-                   for s in steps]
-        rec.nodes = [r[0] for r in results]
-        for _, gaps in results:
-            rec.gaps += gaps
-        rec.gaps += lost
-        if rec.gaps or ctx.stop.is_set():
-            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
-        return rec
-
-    def _node(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> tuple[NodeLemon, list[Gap]]:
-        node = inv.node
-        out = NodeLemon(node=node.name, index=node.index, hostname=inv.hostname,
-                        gpu_name=inv.gpus[0].name, gpus=[LemonGpu(gpu=g) for g in inv.indices])
-        gaps: list[Gap] = []
-        guard = Guard(ctx, inv, plan)
-        found = guard.foreign()
-        if found:
-            out.error = busy_text(node, found, "The lemon GEMM pass")
-            return out, [Gap(self.name, out.error, BUSY_PLAN, node.name)]
-        passes: list[dict[int, float | None]] = []
-        try:
-            passes.append(self._pass(ctx, inv, plan, out, inv.indices, 1))
-            verdict = three_pass(passes)
-            if verdict.needs_more_passes:
-                alive = [g.gpu for g in out.gpus if not g.error]
-                for p in (2, 3):
-                    passes.append(self._pass(ctx, inv, plan, out, alive, p))
-                verdict = three_pass(passes)
-        except PassAborted as exc:
-            out.error = exc.text
-            gaps.append(Gap(self.name, exc.text, exc.plan, node.name))
-            return out, gaps
-        out.num_passes = len(passes)
-        out.medians = [round(m, 4) for m in verdict.medians]
-        out.flagged, out.underperforming = verdict.flagged, verdict.underperforming
-        out.dead = [g.gpu for g in out.gpus if g.error]
-        for g in out.gpus:
-            if g.error:
-                gaps.append(Gap(self.name, f"gpu{g.gpu} of {node.name} gave no lemon GEMM result ({g.error}).",
-                                "drain the GPU and ask the provider to replace it, or re-run to confirm"))
-        return out, gaps
-
-    def _pass(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, out: NodeLemon, gpus: list[int],
-              passno: int) -> dict[int, float | None]:
-        """Every listed GPU in one worker; a GPU that hangs is killed, marked dead, and the rest continue
-        in a fresh worker."""
-        values: dict[int, float | None] = {g: None for g in gpus}
-        todo = list(gpus)
-        attempt = 0
-        while todo:
-            attempt += 1
-            args = ["--gpus", ",".join(map(str, todo))]
-            if plan.lemon_size:
-                args += ["--size", str(plan.lemon_size)]
-            size = plan.lemon_size or (256 if plan.cpu else 16384)
-            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
-            proc = launch(ctx, inv.node, plan, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
-            current = None
-            try:
-                for g in list(todo):
-                    if proc.wait_event(is_event("begin", gpu=g), plan.start_timeout_s) is None:
-                        if ctx.stop.is_set():
-                            todo = []
-                        break
-                    current = g
-                    done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
-                                           plan.lemon_gpu_timeout_s)
-                    if done is None:
-                        if ctx.stop.is_set():  # interrupted: no verdict on this GPU
-                            todo = []
-                            break
-                        why = (f"the worker exited ({proc.error_text()})" if proc.eof
-                               else f"hung: no result within {plan.lemon_gpu_timeout_s:.0f} s")
-                        self._dead(out, g, why)
-                        todo.remove(g)
-                        current = None
-                        break
-                    todo.remove(g)
-                    current = None
-                    if done["event"] == "busy":
-                        procs = "; ".join(f"pid {p['pid']} ({p['name']}) on gpu{g}" for p in done.get("processes", []))
-                        raise PassAborted(busy_text(inv.node, [procs], "The lemon GEMM pass"))
-                    if done["event"] == "error":
-                        self._dead(out, g, str(done.get("error", "error")))
-                        continue
-                    t = from_dict(ShapeTiming, done["timing"])
-                    values[g] = t.mean_tflops
-                    lg = next(x for x in out.gpus if x.gpu == g)
-                    lg.tflops.append(t.mean_tflops)
-                    lg.power_w, lg.sm_mhz = t.power_w, t.sm_mhz
-                    lg.sm_count = int(done.get("sm_count") or 0)
-                    out.sm_count = out.sm_count or lg.sm_count
-            finally:
-                proc.kill()
-                proc.save_log()
-            if ctx.stop.is_set():
-                break
-            if current is None and todo and not proc.of("begin"):
-                # the worker never reached a GPU: it cannot start at all
-                for g in list(todo):
-                    self._dead(out, g, f"the worker did not start ({proc.error_text()})")
-                todo = []
-        return values
-
-    @staticmethod
-    def _dead(out: NodeLemon, gpu: int, why: str) -> None:
-        lg = next(x for x in out.gpus if x.gpu == gpu)
-        lg.error = lg.error or why
-        lg.tflops.append(None)
