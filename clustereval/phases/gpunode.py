@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
@@ -15,11 +14,9 @@ from clustereval.phases.pernode import each_node, hostname_of
 from clustereval.phases.remote import (
     ensure_node_scratch,
     interpreter_mismatch,
-    require_torch,
     worker_argv,
     worker_env,
 )
-from clustereval.phases.tools import publish_source
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -32,10 +29,10 @@ from clustereval.probes.gpu_procs import (
 from clustereval.records import Gap
 from clustereval.transport.base import Node
 
-PKG = Path(__file__).resolve().parent.parent
-# what the worker imports beside itself: (source, name in the raw folder's tools/)
-WORKER_PARTS = ((PKG / "analysis" / "matmul.py", "matmul_search.py"), (PKG / "analysis" / "steady.py", "matmul_steady.py"),
-                (PKG / "workers" / "matmul_bench.py", "matmul_bench.py"), (PKG / "workers" / "nvml.py", "matmul_nvml.py"))
+# the code the report links (``publish_tools``): the worker first, then what it imports, beside it
+MATMUL_TOOLS = ("clustereval.workers.matmul", ("clustereval.analysis.matmul", "matmul_search.py"),
+                ("clustereval.analysis.steady", "matmul_steady.py"), "clustereval.workers.matmul_bench",
+                ("clustereval.workers.nvml", "matmul_nvml.py"))
 
 
 HOT_S = 1.0  # the worker's default timed window of each hot shape (--hot-s)
@@ -210,16 +207,6 @@ class Guard:
 def busy_text(node: Node, found: list[str], what: str) -> str:
     return (f"{what} on {node.name} was stopped: foreign compute processes were on its GPUs "
             f"({'; '.join(found)}), so its numbers would not be this hardware's alone.")
-
-
-def copy_tool(ctx: RunContext) -> str:
-    """The worker's exact source (and the modules it imports, beside it) into the raw folder; the
-    report links it. Returns the path inside the raw folder."""
-    require_torch(ctx)
-    link = publish_source(ctx, "clustereval.workers.matmul")
-    for source, name in WORKER_PARTS:
-        ctx.raw(f"tools/{name}", source.read_text())
-    return link.removeprefix(f"{ctx.store.raw_rel}/")
 
 
 def launch(ctx: RunContext, node: Node, plan: MatmulPlan, mode: str, args: list[str], log_rel: str) -> WorkerProc:

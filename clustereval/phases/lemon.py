@@ -11,18 +11,20 @@ from clustereval.analysis.gpu_passes import three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     BUSY_PLAN,
+    MATMUL_TOOLS,
     Guard,
     MatmulPlan,
     NodeGpus,
     PassAborted,
     busy_text,
-    copy_tool,
     inventories,
     launch,
     no_gpu_gap,
     plan_for,
 )
 from clustereval.phases.pernode import each_node
+from clustereval.phases.remote import require_torch
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import is_event
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import LemonGpu, LemonRecord, NodeLemon, ShapeTiming
@@ -44,7 +46,8 @@ class LemonPhase:
             rec.status = "skipped"
             rec.gaps.append(no_gpu_gap(invs))
             return rec
-        rec.tool_rel = copy_tool(ctx)
+        require_torch(ctx)
+        rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
         by_name = {i.node.name: i for i in live}
         steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
                           lambda n: self._node(ctx, by_name[n.name], plan), what="the lemon GEMM worker")

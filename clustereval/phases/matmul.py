@@ -16,6 +16,7 @@ from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
+    MATMUL_TOOLS,
     NO_GPU_PLAN,
     Guard,
     LoadSet,
@@ -24,13 +25,14 @@ from clustereval.phases.gpunode import (
     PassAborted,
     busy_text,
     check_interpreter,
-    copy_tool,
     inventories,
     launch,
     no_gpu_gap,
     plan_for,
 )
 from clustereval.phases.pernode import each_node
+from clustereval.phases.remote import require_torch
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import WorkerProc
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
@@ -66,7 +68,8 @@ class MatmulPhase:
             rec.status = "skipped"
             rec.gaps.append(no_gpu_gap(invs))
             return rec
-        rec.tool_rel = copy_tool(ctx)
+        require_torch(ctx)
+        rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
         passes = {i.node.name: NodePass(ctx, i, plan) for i in live}
         steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
                           lambda n: passes[n.name].run(), what="the matmul worker")

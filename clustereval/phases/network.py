@@ -9,11 +9,10 @@ was set up; INFO lines are printed while connections are made, during the warm-u
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from clustereval.analysis.rendezvous import fix_for
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import require_torch
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.torchrun import (
     LaunchResult,
     launch,
@@ -40,15 +39,8 @@ CPU_MAX_BYTES = 4 * MIB  # gloo over loopback / TCP: small payloads only
 CONNECTIVITY_TIMEOUT_S = 300
 SWEEP_TIMEOUT_S = 1800
 NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET,P2P,SHM,NVLS"}
-WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
-TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
-
-
-def copy_tools(ctx: RunContext) -> None:
-    """The exact worker sources that produced the numbers, for the report to link."""
-    require_torch(ctx)
-    for name in TOOL_FILES:
-        ctx.raw(f"tools/{name}", (WORKERS_DIR / name).read_text())
+# the workers the report links (``publish_tools``)
+NETWORK_TOOLS = ("clustereval.workers.connectivity", "clustereval.workers.allreduce", "clustereval.workers.distcommon")
 
 
 def launcher_gap(phase: str, what: str, res: LaunchResult) -> Gap:
@@ -92,7 +84,8 @@ class ConnectivityPhase:
         return bool(ctx.nodes)
 
     def run(self, ctx: RunContext) -> ConnectivityRecord:
-        copy_tools(ctx)
+        require_torch(ctx)
+        publish_tools(ctx, *NETWORK_TOOLS)
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
         port = ctx.config.rdzv_port
@@ -197,7 +190,8 @@ class AllreducePhase:
         return bool(ctx.nodes)
 
     def run(self, ctx: RunContext) -> AllreduceRecord:
-        copy_tools(ctx)
+        require_torch(ctx)
+        publish_tools(ctx, *NETWORK_TOOLS)
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
         rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,

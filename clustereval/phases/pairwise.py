@@ -14,7 +14,9 @@ import time
 
 from clustereval.analysis import stragglers as st
 from clustereval.phases.base import RunContext
-from clustereval.phases.network import SWEEP_TIMEOUT_S, _collective_env, copy_tools, sweep_args
+from clustereval.phases.network import NETWORK_TOOLS, SWEEP_TIMEOUT_S, _collective_env, sweep_args
+from clustereval.phases.remote import require_torch
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
@@ -38,7 +40,8 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
     if len(nodes) < 2:
         rec.status = "skipped"
         return rec
-    copy_tools(ctx)
+    require_torch(ctx)
+    publish_tools(ctx, *NETWORK_TOOLS)
     t0 = time.monotonic()
     env = nccl_env_info(ctx)
     plan, probes = run_plan(ctx, nodes)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import posixpath
 import threading
 import time
-from pathlib import Path
 
 from clustereval.analysis.storage import Candidate, plan_scans, same_volume
 from clustereval.errors import ClusterEvalError, ScratchError, TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note_error, note_failure
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
+from clustereval.phases.tools import publish_tools
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
 from clustereval.records import CommandResult, Gap
@@ -39,7 +39,8 @@ SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the files
 PROGRESS_EVERY_S = 30.0
 CONCURRENT_BYTES = 2**30
 MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
-TOOL_SOURCES = {"storage.py": Path(__file__), "fio.py": Path(fio_probe.__file__)}
+# the code that ran fio and read its output, for the report to link (``publish_tools``)
+STORAGE_TOOLS = ("clustereval.phases.storage", "clustereval.probes.fio")
 
 # exec keeps the pid: the pidfile lets the phase stop fio on any transport
 _WITH_PIDFILE = 'echo $$ > "$0"; exec "$@"'
@@ -76,9 +77,7 @@ class StoragePhase:
         node = (live(ctx, ctx.nodes) or ctx.nodes)[0]  # a node lost earlier does not scan
         scratch = scratch_for(ctx)
         self._kept = _finished_cells(ctx.records.get("storage"), self.file_sizes, runtime_s=rec.runtime_s)
-        for name, path in TOOL_SOURCES.items():
-            ctx.raw(f"tools/{name}", path.read_text())
-            rec.tool_files.append(f"tools/{name}")
+        rec.tool_files = publish_tools(ctx, *STORAGE_TOOLS)
 
         volumes = self._volumes(ctx, node, rec)
         rec.partitions = inventory(ctx, volumes)
