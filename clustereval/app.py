@@ -25,8 +25,9 @@ from clustereval.errors import (
     StoreError,
     UsageError,
 )
-from clustereval.phases.base import PROFILES, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
+from clustereval.phases.settings import PROFILES, PairwiseSettings
 from clustereval.records.scratch import ScratchMove
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
@@ -121,8 +122,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         store.save_state(state)
     prof = PROFILES[profile]
     ui = RunConsole(console, out)  # the one progress display of the run (console.py)
-    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=prof,
-                     progress=ui.progress, debug=debug)
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, progress=ui.progress,
+                     debug=debug)
     ui.note(f"run folder: {store.raw_dir}")
 
     def on_phase(name: str, status: str) -> None:
@@ -134,7 +135,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
     try:
         with _Interrupts(ctx.stop, console), ui:
             try:
-                outcome = execute(ctx, phases, on_phase=on_phase)
+                outcome = execute(ctx, phases, prof, on_phase=on_phase)
             finally:
                 # success, failure, Ctrl-C, a lost node or a full disk here: the scratch goes to trash
                 # before anything else, and what happened to it is printed before it is saved
@@ -399,6 +400,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
     from clustereval.phases.pairwise import run_pairwise
     from clustereval.report.network import pairwise_lines
 
+    settings = PairwiseSettings(payload_bytes=payload_bytes or 0)  # a wrong --payload-mib stops here
     transport = make_transport(config)
     try:
         nodes = nodes_of(config, transport)
@@ -414,7 +416,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=_progress_printer(console), eval_python=config.eval_python or "python3")
         try:
-            record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
+            record = run_pairwise(ctx, nodes, settings)
             store.save_record("pairwise", record)
             store.mark_finished("pairwise")
         finally:

@@ -13,17 +13,16 @@ from clustereval.phases.gpunode import (
     BUSY_PLAN,
     MATMUL_TOOLS,
     Guard,
-    MatmulPlan,
     NodeGpus,
     PassAborted,
     busy_text,
     inventories,
     launch,
     no_gpu_gap,
-    plan_for,
 )
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import require_torch
+from clustereval.phases.settings import GpuSettings
 from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import is_event
 from clustereval.records import Gap, from_dict
@@ -34,13 +33,16 @@ class LemonPhase:
     name = "lemon"
     title = "Find underperforming GPUs (lemon GEMM)"
 
+    def __init__(self, settings: GpuSettings | None = None) -> None:
+        self.settings = settings or GpuSettings()
+
     def applies(self, ctx: RunContext) -> bool:
         return True
 
     def run(self, ctx: RunContext) -> LemonRecord:
-        plan = plan_for(ctx)
-        rec = LemonRecord(size=plan.lemon_size or (256 if plan.cpu else 16384), dtype=plan.dtype)
-        invs, lost = inventories(ctx, plan, self.name, "the lemon GEMM pass")
+        settings = self.settings
+        rec = LemonRecord(size=settings.lemon_square, dtype=settings.dtype)
+        invs, lost = inventories(ctx, settings, self.name, "the lemon GEMM pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
@@ -50,7 +52,7 @@ class LemonPhase:
         rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
         by_name = {i.node.name: i for i in live}
         steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
-                          lambda n: self._node(ctx, by_name[n.name], plan), what="the lemon GEMM worker")
+                          lambda n: self._node(ctx, by_name[n.name]), what="the lemon GEMM worker")
         results = [s.value if s.value is not None else
                    (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
                               gpu_name=by_name[s.node.name].gpus[0].name,
@@ -65,24 +67,24 @@ class LemonPhase:
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec
 
-    def _node(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> tuple[NodeLemon, list[Gap]]:
+    def _node(self, ctx: RunContext, inv: NodeGpus) -> tuple[NodeLemon, list[Gap]]:
         node = inv.node
         out = NodeLemon(node=node.name, index=node.index, hostname=inv.hostname,
                         gpu_name=inv.gpus[0].name, gpus=[LemonGpu(gpu=g) for g in inv.indices])
         gaps: list[Gap] = []
-        guard = Guard(ctx, inv, plan)
+        guard = Guard(ctx, inv, self.settings)
         found = guard.foreign()
         if found:
             out.error = busy_text(node, found, "The lemon GEMM pass")
             return out, [Gap(self.name, out.error, BUSY_PLAN, node.name)]
         passes: list[dict[int, float | None]] = []
         try:
-            passes.append(self._pass(ctx, inv, plan, out, inv.indices, 1))
+            passes.append(self._pass(ctx, inv, out, inv.indices, 1))
             verdict = three_pass(passes)
             if verdict.needs_more_passes:
                 alive = [g.gpu for g in out.gpus if not g.error]
                 for p in (2, 3):
-                    passes.append(self._pass(ctx, inv, plan, out, alive, p))
+                    passes.append(self._pass(ctx, inv, out, alive, p))
                 verdict = three_pass(passes)
         except PassAborted as exc:
             out.error = exc.text
@@ -98,37 +100,38 @@ class LemonPhase:
                                 "drain the GPU and ask the provider to replace it, or re-run to confirm"))
         return out, gaps
 
-    def _pass(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan, out: NodeLemon, gpus: list[int],
+    def _pass(self, ctx: RunContext, inv: NodeGpus, out: NodeLemon, gpus: list[int],
               passno: int) -> dict[int, float | None]:
         """Every listed GPU in one worker; a GPU that hangs is killed, marked dead, and the rest continue
         in a fresh worker."""
+        settings = self.settings
         values: dict[int, float | None] = {g: None for g in gpus}
         todo = list(gpus)
         attempt = 0
         while todo:
             attempt += 1
             args = ["--gpus", ",".join(map(str, todo))]
-            if plan.lemon_size:
-                args += ["--size", str(plan.lemon_size)]
-            size = plan.lemon_size or (256 if plan.cpu else 16384)
+            if settings.lemon_size:
+                args += ["--size", str(settings.lemon_size)]
+            size = settings.lemon_square
             ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
-            proc = launch(ctx, inv.node, plan, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
+            proc = launch(ctx, inv.node, settings, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
             current = None
             try:
                 for g in list(todo):
-                    if proc.wait_event(is_event("begin", gpu=g), plan.start_timeout_s) is None:
+                    if proc.wait_event(is_event("begin", gpu=g), settings.start_timeout_s) is None:
                         if ctx.stop.is_set():
                             todo = []
                         break
                     current = g
                     done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
-                                           plan.lemon_gpu_timeout_s)
+                                           settings.lemon_gpu_timeout_s)
                     if done is None:
                         if ctx.stop.is_set():  # interrupted: no verdict on this GPU
                             todo = []
                             break
                         why = (f"the worker exited ({proc.error_text()})" if proc.eof
-                               else f"hung: no result within {plan.lemon_gpu_timeout_s:.0f} s")
+                               else f"hung: no result within {settings.lemon_gpu_timeout_s:.0f} s")
                         self._dead(out, g, why)
                         todo.remove(g)
                         current = None

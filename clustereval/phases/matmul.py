@@ -20,7 +20,6 @@ from clustereval.phases.gpunode import (
     NO_GPU_PLAN,
     Guard,
     LoadSet,
-    MatmulPlan,
     NodeGpus,
     PassAborted,
     busy_text,
@@ -28,10 +27,10 @@ from clustereval.phases.gpunode import (
     inventories,
     launch,
     no_gpu_gap,
-    plan_for,
 )
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import require_torch
+from clustereval.phases.settings import GpuSettings
 from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import WorkerProc
 from clustereval.records import Gap, from_dict
@@ -49,6 +48,9 @@ class MatmulPhase:
     name = "matmul"
     title = "GPU performance benchmarks (MAMF / MSMF)"
 
+    def __init__(self, settings: GpuSettings | None = None) -> None:
+        self.settings = settings or GpuSettings()
+
     def applies(self, ctx: RunContext) -> bool:
         return True
 
@@ -58,11 +60,11 @@ class MatmulPhase:
         rec.saturated_sm_mhz = saturated_clock(rec)
 
     def run(self, ctx: RunContext) -> MatmulRecord:
-        plan = plan_for(ctx)
-        rec = MatmulRecord(dtype=plan.dtype, grid=plan.grid or ("tiny" if plan.cpu else "default"),
-                           soak_min_s=plan.soak_min_s, soak_max_s=plan.soak_max_s, settle_s=plan.settle_s,
-                           sustain_s=plan.sustain_s)
-        invs, lost = inventories(ctx, plan, self.name, "the GPU performance pass")
+        settings = self.settings
+        rec = MatmulRecord(dtype=settings.dtype, grid=settings.grid or ("tiny" if settings.cpu else "default"),
+                           soak_min_s=settings.soak_min_s, soak_max_s=settings.soak_max_s, settle_s=settings.settle_s,
+                           sustain_s=settings.sustain_s)
+        invs, lost = inventories(ctx, settings, self.name, "the GPU performance pass")
         live = [i for i in invs if i.gpus]
         if not live:
             rec.status = "skipped"
@@ -70,7 +72,7 @@ class MatmulPhase:
             return rec
         require_torch(ctx)
         rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
-        passes = {i.node.name: NodePass(ctx, i, plan) for i in live}
+        passes = {i.node.name: NodePass(ctx, i, settings) for i in live}
         steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
                           lambda n: passes[n.name].run(), what="the matmul worker")
         if ctx.stop.is_set():
@@ -112,8 +114,8 @@ def saturated_clock(rec: MatmulRecord) -> tuple[int, int] | None:
 class NodePass:
     """The matmul pass on one node."""
 
-    def __init__(self, ctx: RunContext, inv: NodeGpus, plan: MatmulPlan) -> None:
-        self.ctx, self.inv, self.plan = ctx, inv, plan
+    def __init__(self, ctx: RunContext, inv: NodeGpus, settings: GpuSettings) -> None:
+        self.ctx, self.inv, self.settings = ctx, inv, settings
         self.node = inv.node
         first = inv.gpus[0]
         self.rec = NodeMatmul(node=self.node.name, index=self.node.index, hostname=inv.hostname,
@@ -121,9 +123,9 @@ class NodePass:
                               boost_mhz=first.boost_mhz,
                               gpus=[GpuMsmf(gpu=g) for g in inv.indices])
         self.gaps: list[Gap] = []
-        self.guard = Guard(ctx, inv, plan)
+        self.guard = Guard(ctx, inv, settings)
         self.log_dir = f"matmul/{self.node.name}"
-        self.loads = LoadSet(ctx, inv, plan, self.log_dir)
+        self.loads = LoadSet(ctx, inv, settings, self.log_dir)
         self.shape: tuple[int, int, int] | None = None
 
     def gap(self, text: str, plan: str) -> None:
@@ -194,17 +196,17 @@ class NodePass:
             self._fail(f"The search on gpu{gpu0} could not start: {err}.")
             return
         self._check(self.loads.pids(), self.loads.per_gpu(), "The GPU performance pass")
-        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)), *self.plan.held_args(),
-                "--coarse-budget", str(self.plan.coarse_budget)]
-        if self.plan.grid:
-            args += ["--grid", self.plan.grid]
+        args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)), *self.settings.held_args(),
+                "--coarse-budget", str(self.settings.coarse_budget)]
+        if self.settings.grid:
+            args += ["--grid", self.settings.grid]
         self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}",
-                          self.plan.search_time_left_s([], 0.0))
+                          self.settings.search_time_left_s([], 0.0))
         t0 = time.monotonic()
-        proc = launch(self.ctx, self.node, self.plan, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
+        proc = launch(self.ctx, self.node, self.settings, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
         self._follow_search(proc, gpu0, t0)
-        rc = proc.finish(max(1.0, self.plan.search_timeout_s - (time.monotonic() - t0)),
-                         idle_timeout_s=self.plan.start_timeout_s)
+        rc = proc.finish(max(1.0, self.settings.search_timeout_s - (time.monotonic() - t0)),
+                         idle_timeout_s=self.settings.start_timeout_s)
         self.rec.search_wall_s = round(time.monotonic() - t0, 1)
         proc.save_log()
         self._interpreter(proc)
@@ -229,15 +231,15 @@ class NodePass:
         ``finish`` then judges how it ended."""
         while not proc.eof and not self.ctx.stop.is_set():
             elapsed = time.monotonic() - t0
-            if elapsed >= self.plan.search_timeout_s or time.monotonic() - proc.last_output >= self.plan.start_timeout_s:
+            if elapsed >= self.settings.search_timeout_s or time.monotonic() - proc.last_output >= self.settings.start_timeout_s:
                 return
-            if proc.wait_event(lambda e: e.get("event") == "result", self.plan.progress_every_s) is not None:
+            if proc.wait_event(lambda e: e.get("event") == "result", self.settings.progress_every_s) is not None:
                 return
             stages = [str(e.get("stage", "")) for e in proc.of("shape")]
             if stages:
                 self.ctx.progress(MatmulPhase.name, self.node.name,
                                   f"searching matmul shapes on gpu{gpu0}: {len(stages)} timings done",
-                                  self.plan.search_time_left_s(stages, time.monotonic() - t0))
+                                  self.settings.search_time_left_s(stages, time.monotonic() - t0))
 
     def _label(self, gpu: int) -> str:
         return gpu_label(self.inv.hostname, self.node.index, gpu)
@@ -264,7 +266,7 @@ class NodePass:
         self.rec.memory_gib = float(facts.get("memory_gib") or 0.0)
         self.rec.power_limit_w = facts.get("power_limit_w") or self.rec.power_limit_w
         self.rec.boost_mhz = facts.get("boost_mhz") or self.rec.boost_mhz
-        if facts.get("name") and not self.plan.cpu:
+        if facts.get("name") and not self.settings.cpu:
             self.rec.gpu_name = facts["name"]
 
     def _first_pass(self) -> dict[int, float | None]:
@@ -356,13 +358,13 @@ class NodePass:
         assert self.shape is not None
         m, n, k = self.shape
         args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--siblings", ",".join(map(str, others)),
-                *self.plan.held_args()]
+                *self.settings.held_args()]
         passno = len(self._gpu(gpu).tflops) + 1
         self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
-                          self.plan.settle_s + self.plan.sustain_s)
-        proc = launch(self.ctx, self.node, self.plan, "pinned", args,
+                          self.settings.settle_s + self.settings.sustain_s)
+        proc = launch(self.ctx, self.node, self.settings, "pinned", args,
                       f"{self.log_dir}/gpu{gpu}-pass{passno}-try{attempt}.log")
-        rc = proc.finish(self.plan.pinned_timeout_s(), idle_timeout_s=self.plan.start_timeout_s)
+        rc = proc.finish(self.settings.pinned_timeout_s(), idle_timeout_s=self.settings.start_timeout_s)
         proc.save_log()
         self._interpreter(proc)
         result = proc.last("result")
