@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 from clustereval.analysis.matmul import held_rate  # noqa: E402
 from clustereval.config import Config  # noqa: E402
 from clustereval.phases.base import RunContext  # noqa: E402
-from clustereval.phases.compute import MatmulPhase  # noqa: E402
-from clustereval.phases.gpunode import MatmulPlan  # noqa: E402
+from clustereval.phases.matmul import MatmulPhase  # noqa: E402
+from clustereval.phases.settings import GpuSettings  # noqa: E402
 from clustereval.records import from_dict, to_dict  # noqa: E402
 from clustereval.records.compute import MatmulRecord, ShapeTiming  # noqa: E402
 from clustereval.store import RunState, RunStore  # noqa: E402
@@ -52,7 +52,7 @@ EARLIER_MAMF_TFLOPS = 837.5  # the earlier search on the same kind of machine (1
 MSMF_TOLERANCE = 0.01
 
 
-def context(run_root: Path, scratch: Path, plan: MatmulPlan) -> RunContext:
+def context(run_root: Path, scratch: Path) -> RunContext:
     store = RunStore.create(run_root, "bench")
     store.save_state(RunState(name="bench", stamp=store.run_id))
     host = os.uname().nodename.split(".")[0]
@@ -61,7 +61,6 @@ def context(run_root: Path, scratch: Path, plan: MatmulPlan) -> RunContext:
     ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node(host, host)], store=store,
                      eval_python=sys.executable,
                      progress=lambda phase, node, msg, eta: print(f"  [{phase}] {msg}", flush=True))
-    ctx.records["_matmul_plan"] = plan
     return ctx
 
 
@@ -158,19 +157,19 @@ def main() -> int:
                               "gpu": smi("name"), "driver": smi("driver_version"), "power_limit": smi("power.limit"),
                               "num_gpus": len(smi("index").splitlines()) if not args.smoke else 1}
     if args.smoke:
-        plan = MatmulPlan(device="cpu", cpu_gpus=1, grid="M=32|64,N=32|64,K=64", soak_min_s=0.05, soak_max_s=0.2,
+        plan = GpuSettings(device="cpu", cpu_gpus=1, grid="M=32|64,N=32|64,K=64", soak_min_s=0.05, soak_max_s=0.2,
                           settle_s=0.05, sustain_s=0.1)
     else:
-        plan = MatmulPlan()  # the standard profile
+        plan = GpuSettings()  # the standard profile
     report["plan"] = to_dict(plan)
     report["hold_s"] = hold_s
     scratch = Path(tempfile.mkdtemp(prefix="clustereval-msmf-"))
     run_root = Path(tempfile.mkdtemp(prefix="clustereval-msmf-run-"))
     try:
-        ctx = context(run_root, scratch, plan)
+        ctx = context(run_root, scratch)
         print("the matmul phase (standard plan)", flush=True)
         t0 = time.monotonic()
-        rec: MatmulRecord = MatmulPhase().run(ctx)
+        rec: MatmulRecord = MatmulPhase(plan).run(ctx)
         report["phase_wall_s"] = round(time.monotonic() - t0, 1)
         report["record"] = to_dict(rec)
         with tarfile.open(out / "run.tar.gz", "w:gz") as tar:

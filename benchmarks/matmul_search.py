@@ -43,8 +43,11 @@ sys.path.insert(0, str(REPO))
 from clustereval.analysis.gpu_passes import sm_coverage  # noqa: E402
 from clustereval.config import Config  # noqa: E402
 from clustereval.phases.base import RunContext  # noqa: E402
-from clustereval.phases.compute import HealthPhase, LemonPhase, NodePass  # noqa: E402
-from clustereval.phases.gpunode import MatmulPlan, inventory  # noqa: E402
+from clustereval.phases.gpunode import inventory  # noqa: E402
+from clustereval.phases.health import HealthPhase  # noqa: E402
+from clustereval.phases.lemon import LemonPhase  # noqa: E402
+from clustereval.phases.matmul import NodePass  # noqa: E402
+from clustereval.phases.settings import GpuSettings, HealthSettings  # noqa: E402
 from clustereval.records import from_dict, to_dict  # noqa: E402
 from clustereval.records.compute import SearchSummary, ShapeTiming  # noqa: E402
 from clustereval.store import RunState, RunStore  # noqa: E402
@@ -91,7 +94,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def context(out: Path, scratch: Path, plan: MatmulPlan) -> RunContext:
+def context(out: Path, scratch: Path) -> RunContext:
     store = RunStore.create(out / "run", "bench")
     store.save_state(RunState(name="bench", stamp=store.run_id))
     host = os.uname().nodename.split(".")[0]
@@ -100,7 +103,6 @@ def context(out: Path, scratch: Path, plan: MatmulPlan) -> RunContext:
     ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node(host, host)], store=store,
                      eval_python=sys.executable,
                      progress=lambda phase, node, msg, eta: print(f"  [{phase}] {msg}", flush=True))
-    ctx.records["_matmul_plan"] = plan
     return ctx
 
 
@@ -155,11 +157,11 @@ def main() -> int:
 
     search, exh = summaries["search"], summaries["exhaustive"]
     msmf_shape = search.msmf.shape if search.msmf else (exh.msmf.shape if exh.msmf else None)
-    plan = MatmulPlan(device=device, grid=grid, cpu_gpus=2 if args.smoke else 0,
+    plan = GpuSettings(device=device, grid=grid, cpu_gpus=2 if args.smoke else 0,
                       settle_s=0.05 if args.smoke else 1.5, sustain_s=0.2 if args.smoke else 3.0)
     scratch = Path(tempfile.mkdtemp(prefix="clustereval-bench-"))
     try:
-        ctx = context(out, scratch, plan)
+        ctx = context(out, scratch)
         inv = inventory(ctx, ctx.nodes[0], plan)
         if msmf_shape and len(inv.gpus) >= 1:
             print(f"all-GPU pass at {msmf_shape} on {len(inv.gpus)} GPUs", flush=True)
@@ -168,9 +170,9 @@ def main() -> int:
             report["all_gpu"] = {"wall_s": round(time.monotonic() - t0, 1), "record": to_dict(node_rec),
                                  "gaps": to_dict(gaps)}
         t0 = time.monotonic()
-        lemon = LemonPhase().run(ctx)
+        lemon = LemonPhase(plan).run(ctx)
         report["lemon"] = {"wall_s": round(time.monotonic() - t0, 1), "record": to_dict(lemon)}
-        health = HealthPhase().run(ctx)
+        health = HealthPhase(HealthSettings(device=plan.device)).run(ctx)
         report["health"] = {"record": to_dict(health)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -31,8 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clustereval.config import Config  # noqa: E402
-from clustereval.phases.base import Profile, RunContext  # noqa: E402
+from clustereval.phases.base import RunContext  # noqa: E402
 from clustereval.phases.scratch import scratch_for  # noqa: E402
+from clustereval.phases.settings import StorageSettings  # noqa: E402
 from clustereval.phases.storage import StoragePhase  # noqa: E402
 from clustereval.records import dumps  # noqa: E402
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp  # noqa: E402
@@ -95,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         progress_log.append(line)
         print(line, flush=True)
 
-    ctx = RunContext(config=config, transport=LocalTransport(), nodes=[node], store=store,
-                     profile=Profile(name="benchmark", fio_runtime_s=runtime, fio_ramp_s=ramp), progress=progress)
-    phase = StoragePhase(file_sizes=tuple(size for _, size in sizes), fio=args.fio)
+    ctx = RunContext(config=config, transport=LocalTransport(), nodes=[node], store=store, progress=progress)
+    phase = StoragePhase(StorageSettings(fio_runtime_s=runtime, fio_ramp_s=ramp,
+                                         file_sizes=tuple(size for _, size in sizes), fio=args.fio))
     results: dict = {"path": args.path, "runtime_s": runtime, "ramp_s": ramp, "smoke": args.smoke}
     try:
         t0 = time.monotonic()

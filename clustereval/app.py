@@ -24,8 +24,9 @@ from clustereval.errors import (
     StoreError,
     UsageError,
 )
-from clustereval.phases.base import PROFILES, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
+from clustereval.phases.settings import PROFILES, PairwiseSettings
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
 from clustereval.report.lint import lint_text
@@ -95,8 +96,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
                          started_utc=utc_now_iso(), config_path=str(Path(config.source).resolve()) if config.source else "")
         store.save_state(state)
     prof = PROFILES[profile]
-    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=prof,
-                     progress=ui.progress, debug=debug)
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, progress=ui.progress,
+                     debug=debug)
     ui.note(f"run folder: {store.raw_dir}")
 
     def on_phase(name: str, status: str) -> None:
@@ -108,7 +109,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
     try:
         with Interrupts(ctx.stop, ui.note), ui:
             try:
-                outcome = execute(ctx, phases, on_phase=on_phase)
+                outcome = execute(ctx, phases, prof, on_phase=on_phase)
             finally:
                 # success, failure, Ctrl-C, a lost node or a full disk here: the scratch goes to trash
                 # before anything else, and what happened to it is printed before it is saved
@@ -283,6 +284,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
     from clustereval.report.network import pairwise_lines
 
     ui = RunConsole(console, out, live=False)
+    settings = PairwiseSettings(payload_bytes=payload_bytes or 0)  # a wrong --payload-mib stops here
     transport = make_transport(config)
     try:
         nodes = nodes_of(config, transport)
@@ -298,7 +300,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                          progress=ui.progress, eval_python=config.eval_python or "python3")
         try:
-            record = run_pairwise(ctx, nodes, payload_bytes=payload_bytes)
+            record = run_pairwise(ctx, nodes, settings)
             store.save_record("pairwise", record)
             store.mark_finished("pairwise")
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import Phase, RunContext
 from clustereval.phases.scratch import scratch_for
+from clustereval.phases.settings import PROFILES, Profile, settings_for
 from clustereval.records import Gap, PhaseRecord
 from clustereval.records.registry import RECORD_TYPES
 from clustereval.records.scratch import ScratchMove
@@ -33,18 +34,21 @@ PHASES: dict[str, str] = {
     "evalpython": "clustereval.phases.evalpython:EvalPythonPhase",
     "environment": "clustereval.phases.environment:EnvironmentPhase",
     "connectivity": "clustereval.phases.network:ConnectivityPhase",
-    "health": "clustereval.phases.compute:HealthPhase",
-    "matmul": "clustereval.phases.compute:MatmulPhase",
-    "lemon": "clustereval.phases.compute:LemonPhase",
+    "health": "clustereval.phases.health:HealthPhase",
+    "matmul": "clustereval.phases.matmul:MatmulPhase",
+    "lemon": "clustereval.phases.lemon:LemonPhase",
     "allreduce": "clustereval.phases.network:AllreducePhase",
     "pairwise": "clustereval.phases.pairwise:PairwisePhase",
     "storage": "clustereval.phases.storage:StoragePhase",
 }
 
 
-def load_phase(name: str) -> Phase:
+def load_phase(name: str, profile: Profile) -> Phase:
+    """The phase, with its settings under ``profile`` (``phases/settings.py``) when it has any."""
     module, _, cls = PHASES[name].partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    phase_cls = getattr(importlib.import_module(module), cls)
+    settings = settings_for(name, profile)
+    return phase_cls() if settings is None else phase_cls(settings)
 
 
 def phase_names() -> list[str]:
@@ -97,7 +101,7 @@ def run_phase(phase: Phase, ctx: RunContext) -> Any:
         record = _failed_record(phase, f"{phase.title} stopped on an error in clustereval itself "
                                        f"({type(exc).__name__}: {exc}).",
                                 f"report it with {ctx.store.raw_rel}/{rel}; the other phases' results stand")
-        ctx.records.setdefault("_defects", {})[phase.name] = f"{type(exc).__name__}: {exc}"
+        ctx.defects[phase.name] = f"{type(exc).__name__}: {exc}"
     if isinstance(record, PhaseRecord):
         record.phase = record.phase or phase.name
         record.started_utc = record.started_utc or started
@@ -135,7 +139,7 @@ def outcome_of(name: str, record: Any, ctx: RunContext) -> PhaseOutcome:
     return PhaseOutcome(status=status, failed_nodes=sorted(failed, key=lambda n: (order.get(n, 1 << 30), n)),
                         failed_cells=cells, finished_utc=getattr(record, "finished_utc", "") or utc_now_iso(),
                         seconds=getattr(record, "seconds", 0.0),
-                        defect=ctx.records.get("_defects", {}).get(name, ""))
+                        defect=ctx.defects.get(name, ""))
 
 
 # phases whose record holds one entry per node (``.nodes[i].node``): on --resume after a partial
@@ -174,9 +178,10 @@ def merge_nodes(phase: Phase, ctx: RunContext, old: Any, new: Any, subset: list[
     return new
 
 
-def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str], None] | None = None,
-            gate: str | None = "preflight") -> RunOutcome:
-    """Run ``phases`` in order, skipping the ones ``state.json`` says have nothing left to do.
+def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["standard"], *,
+            on_phase: Callable[[str, str], None] | None = None, gate: str | None = "preflight") -> RunOutcome:
+    """Run ``phases`` in order, each with its settings under ``profile``, skipping the ones
+    ``state.json`` says have nothing left to do.
 
     ``gate``: that phase always runs (a resumed run proves the cluster is still reachable), and
     when its record says it did not pass, nothing after it runs. Every other phase whose outcome
@@ -192,18 +197,18 @@ def execute(ctx: RunContext, phases: list[str], *, on_phase: Callable[[str, str]
             break
         if name != gate and state.done(name):
             outcome.finished.append(name)
-            restore = getattr(load_phase(name), "restore", None)
+            restore = getattr(load_phase(name, profile), "restore", None)
             if restore and name in ctx.records:
                 restore(ctx, ctx.records[name])  # e.g. the eval Python chosen before the interruption
             continue
-        phase = load_phase(name)
+        phase = load_phase(name, profile)
         if not phase.applies(ctx):
             continue
         if on_phase:
             on_phase(name, "start")
         outcome.ran.append(name)
         ctx.node_failures.pop(name, None)
-        ctx.records.get("_defects", {}).pop(name, None)
+        ctx.defects.pop(name, None)
         subset = resume_subset(name, state, ctx) if name != gate else None
         every = ctx.nodes
         try:

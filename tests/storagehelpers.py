@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -10,24 +11,30 @@ from pathlib import Path
 import pytest
 
 from clustereval.config import Config
-from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.base import RunContext
+from clustereval.phases.settings import StorageSettings
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
 
 SMALL_SIZES = (16 * 2**10, 64 * 2**10, 256 * 2**10)  # tests scale the files down; production argv is the seed's
+TEST_STORAGE = StorageSettings(fio_runtime_s=1, fio_ramp_s=0)  # 1 s of timed IO per run, no ramp
 
 
-def make_ctx(tmp_path: Path, *, local: Path, shared: tuple[Path, ...] = (), runtime_s: int = 1,
-             nodes: list[Node] | None = None, **config) -> RunContext:
+def small_storage(**changes) -> StorageSettings:
+    """The storage settings the tests run with, changed where a test says so."""
+    return dataclasses.replace(TEST_STORAGE, **changes)
+
+
+def make_ctx(tmp_path: Path, *, local: Path, shared: tuple[Path, ...] = (), nodes: list[Node] | None = None,
+             **config) -> RunContext:
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="2026-11-30-1900Z"))
     local.mkdir(parents=True, exist_ok=True)  # the node's local disk is there; clustereval never creates a mount
     nodes = nodes or [Node("here", "here")]
     cfg = Config(nodes=tuple(n.name for n in nodes), local_scratch=str(local),
                  shared_paths=tuple(str(s) for s in shared), scratch_user="evaluser", **config)
-    return RunContext(config=cfg, transport=LocalTransport(), nodes=nodes, store=store,
-                      profile=Profile(name="test", fio_runtime_s=runtime_s, fio_ramp_s=0))
+    return RunContext(config=cfg, transport=LocalTransport(), nodes=nodes, store=store)
 
 
 def files_outside_trash(*roots: Path) -> list[str]:

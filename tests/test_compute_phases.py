@@ -10,8 +10,10 @@ import pytest
 
 from clustereval.config import Config
 from clustereval.phases.base import RunContext
-from clustereval.phases.compute import HealthPhase, LemonPhase, MatmulPhase
-from clustereval.phases.gpunode import MatmulPlan
+from clustereval.phases.health import HealthPhase
+from clustereval.phases.lemon import LemonPhase
+from clustereval.phases.matmul import MatmulPhase
+from clustereval.phases.settings import GpuSettings
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -20,15 +22,13 @@ from tests.conftest import FIXTURES
 FAKE_WORKER = Path(__file__).parent / "fakes" / "fake_matmul_worker.py"
 
 
-def make_ctx(tmp_path, plan=None, eval_python=sys.executable):
+def make_ctx(tmp_path, eval_python=sys.executable):
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
     (tmp_path / "scratch").mkdir(exist_ok=True)  # the node's local disk: clustereval never creates it
     config = Config(name="t", nodes=("here",), local_scratch=str(tmp_path / "scratch"))
     ctx = RunContext(config=config, transport=LocalTransport(), nodes=[Node("here", "here")], store=store,
                      eval_python=eval_python)
-    if plan is not None:
-        ctx.records["_matmul_plan"] = plan
     return ctx
 
 
@@ -119,11 +119,12 @@ def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
 
 def test_foreign_compute_processes_stop_the_performance_passes(tmp_path, gpu_tools):
     (gpu_tools / "apps.csv").write_text((FIXTURES / "nvidia-smi/handwritten-compute-apps-busy.csv").read_text())
-    ctx = make_ctx(tmp_path, MatmulPlan(start_timeout_s=20))
-    mm = MatmulPhase().run(ctx)
+    settings = GpuSettings(start_timeout_s=20)
+    ctx = make_ctx(tmp_path)
+    mm = MatmulPhase(settings).run(ctx)
     assert any("pid 51003 (./train_llm) on gpu1" in g.text for g in mm.gaps)
     assert mm.nodes[0].error and not mm.nodes[0].search  # nothing was launched
-    lemon = LemonPhase().run(ctx)
+    lemon = LemonPhase(settings).run(ctx)
     assert any("pid 51003 (./train_llm) on gpu1" in g.text and "lemon" in g.text for g in lemon.gaps)
     assert not list((ctx.store.raw_dir).glob("lemon/*"))
 
@@ -133,8 +134,8 @@ def test_foreign_compute_processes_stop_the_performance_passes(tmp_path, gpu_too
 
 def test_lemon_error_hang_and_crash_are_dead_gpus_and_the_rest_still_runs(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_LEMON", "1:error,2:hang,3:crash")
-    plan = MatmulPlan(device="cpu", cpu_gpus=5, lemon_gpu_timeout_s=3, start_timeout_s=30)
-    rec = LemonPhase().run(make_ctx(tmp_path, plan, fake_worker))
+    settings = GpuSettings(device="cpu", cpu_gpus=5, lemon_gpu_timeout_s=3, start_timeout_s=30)
+    rec = LemonPhase(settings).run(make_ctx(tmp_path, fake_worker))
     (node,) = rec.nodes
     assert node.dead == [1, 2, 3]
     by = {g.gpu: g for g in node.gpus}
@@ -147,8 +148,8 @@ def test_lemon_error_hang_and_crash_are_dead_gpus_and_the_rest_still_runs(tmp_pa
 
 def test_lemon_three_passes_for_a_slow_gpu(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_TFLOPS", "2:90,3:90/100/100")
-    plan = MatmulPlan(device="cpu", cpu_gpus=4, start_timeout_s=30)
-    (node,) = LemonPhase().run(make_ctx(tmp_path, plan, fake_worker)).nodes
+    settings = GpuSettings(device="cpu", cpu_gpus=4, start_timeout_s=30)
+    (node,) = LemonPhase(settings).run(make_ctx(tmp_path, fake_worker)).nodes
     assert node.num_passes == 3 and node.flagged == [2, 3] and node.underperforming == [2]
     assert [g.tflops for g in node.gpus] == [[100.0] * 3, [100.0] * 3, [90.0] * 3, [90.0, 100.0, 100.0]]
 
@@ -158,9 +159,9 @@ def test_lemon_three_passes_for_a_slow_gpu(tmp_path, fake_worker, monkeypatch):
 
 def test_matmul_three_pass_rule_over_real_processes(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_TFLOPS", "2:90,3:90/100/100")
-    plan = MatmulPlan(device="cpu", cpu_gpus=4, start_timeout_s=30)
-    ctx = make_ctx(tmp_path, plan, fake_worker)
-    rec = MatmulPhase().run(ctx)
+    settings = GpuSettings(device="cpu", cpu_gpus=4, start_timeout_s=30)
+    ctx = make_ctx(tmp_path, fake_worker)
+    rec = MatmulPhase(settings).run(ctx)
     (node,) = rec.nodes
     assert node.search.msmf.shape == (64, 64, 64) == node.msmf_shape
     assert node.num_passes == 3 and node.flagged == [2, 3] and node.underperforming == [2]
@@ -176,7 +177,7 @@ def test_matmul_three_pass_rule_over_real_processes(tmp_path, fake_worker, monke
 
 def test_idle_sibling_once_is_measured_again(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_IDLE", "1:1")
-    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker))
+    rec = MatmulPhase(GpuSettings(device="cpu", cpu_gpus=2, start_timeout_s=30)).run(make_ctx(tmp_path, fake_worker))
     (node,) = rec.nodes
     assert any("saw idle siblings (gpu0 stopped computing), so it was measured again" in w for w in node.warnings)
     assert node.gpus[1].idle_sibling_retries == 1 and node.gpus[1].tflops == [100.0] and not rec.gaps
@@ -184,14 +185,14 @@ def test_idle_sibling_once_is_measured_again(tmp_path, fake_worker, monkeypatch)
 
 def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_IDLE", "1:2")
-    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker))
+    rec = MatmulPhase(GpuSettings(device="cpu", cpu_gpus=2, start_timeout_s=30)).run(make_ctx(tmp_path, fake_worker))
     assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
 
 
 def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_UNREAD", "2:0")
     monkeypatch.setenv("FAKE_TEMP", "1:78")
-    rec = MatmulPhase().run(make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=3, start_timeout_s=30), fake_worker))
+    rec = MatmulPhase(GpuSettings(device="cpu", cpu_gpus=3, start_timeout_s=30)).run(make_ctx(tmp_path, fake_worker))
     (node,) = rec.nodes
     assert any("NVML could not read the utilisation of gpu0 (gpu0: NVMLError_GpuIsLost: GPU is lost)" in w
                and "here(node0):gpu2" in w for w in node.warnings)
@@ -203,10 +204,10 @@ def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path,
 
 
 def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
-    plan = MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
-                      lemon_size=64)
-    ctx = make_ctx(tmp_path, plan)
-    rec = MatmulPhase().run(ctx)
+    settings = GpuSettings(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
+                           lemon_size=64)
+    ctx = make_ctx(tmp_path)
+    rec = MatmulPhase(settings).run(ctx)
     (node,) = rec.nodes
     assert not rec.gaps and node.search.shapes_tried == 4 and node.search.mamf and node.search.msmf
     # MSMF is the held window's median (the sustained regime), and the search carries its trace
@@ -217,26 +218,27 @@ def test_matmul_and_lemon_phases_with_the_real_worker_on_one_cpu_gpu(tmp_path):
     assert trace.msmf_span and trace.msmf_span.shape == msmf.shape and trace.mamf_t_s is not None
     assert [sp.name for sp in trace.spans][:2] == ["search", "hot"] and "window" in {sp.name for sp in trace.spans}
     assert node.search_wall_s > 0 and node.total_wall_s >= node.search_wall_s
-    lemon = LemonPhase().run(ctx)
+    lemon = LemonPhase(settings).run(ctx)
     assert lemon.nodes[0].gpus[0].tflops[0] > 0 and not lemon.gaps
 
 
 def test_an_interrupted_pass_marks_no_gpu_dead_and_runs_again_on_resume(tmp_path, fake_worker):
-    ctx = make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=2, start_timeout_s=30), fake_worker)
+    settings = GpuSettings(device="cpu", cpu_gpus=2, start_timeout_s=30)
+    ctx = make_ctx(tmp_path, fake_worker)
     ctx.stop.set()  # Ctrl-C before the pass got anywhere
-    mm = MatmulPhase().run(ctx)
-    lemon = LemonPhase().run(ctx)
+    mm = MatmulPhase(settings).run(ctx)
+    lemon = LemonPhase(settings).run(ctx)
     assert mm.status == "partial" and not mm.nodes[0].dead and "interrupted" in mm.nodes[0].error
     assert lemon.status == "partial" and not lemon.nodes[0].dead
 
 
 def test_the_search_shows_shapes_timed_and_the_time_left(tmp_path):
-    plan = MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, progress_every_s=0.05,
-                      grid="M=32|64|96|128,N=32|64|96|128,K=64|128")
-    ctx = make_ctx(tmp_path, plan)
+    settings = GpuSettings(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, progress_every_s=0.05,
+                           grid="M=32|64|96|128,N=32|64|96|128,K=64|128")
+    ctx = make_ctx(tmp_path)
     seen: list[tuple[str, float | None]] = []
     ctx.progress = lambda phase, node, msg, eta: seen.append((msg, eta))
-    rec = MatmulPhase().run(ctx)
+    rec = MatmulPhase(settings).run(ctx)
     assert not rec.gaps and rec.nodes[0].search.msmf
     search = [(m, eta) for m, eta in seen if m.startswith("searching matmul shapes on gpu0")]
     assert search[0][1] is not None and search[0][1] > 0  # the large-shape tail is known before the first shape
@@ -251,7 +253,7 @@ def test_search_time_left_counts_the_known_tail_down():
     from clustereval.analysis.matmul import SearchPlan
     from clustereval.workers.matmul_bench import HOT_SETTLE_S, HOT_WARM_S
 
-    plan = MatmulPlan(coarse_budget=10, soak_min_s=20.0, settle_s=5.0, sustain_s=10.0)
+    plan = GpuSettings(coarse_budget=10, soak_min_s=20.0, settle_s=5.0, sustain_s=10.0)
     hot_next, held_next = HOT_SETTLE_S + 1.0, 5.0 + 10.0
     held = 20.0 + 10.0 + (SearchPlan.num_sustain - 1) * held_next
     tail = plan.search_time_left_s([], 0.0)

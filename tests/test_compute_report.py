@@ -162,7 +162,7 @@ def test_one_gpu_node(tmp_path):
 
 
 def test_dcgm_missing_and_no_gpu_are_gaps(tmp_path):
-    from clustereval.phases.compute import dcgm_missing_gap
+    from clustereval.phases.health import dcgm_missing_gap
 
     health = HealthRecord(status="failed", gaps=[dcgm_missing_gap("gpu-a", "ubuntu:24.04:debian", "13")])
     recs = {"environment": cr.environment(), "health": health, "matmul": cr.matmul([HEALTHY_2]),
@@ -190,13 +190,15 @@ def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
 
 def test_report_from_a_real_cpu_run_of_the_phases(tmp_path):
     """The records a real (CPU stand-in) run writes render and lint: no telemetry, no blanks."""
-    from clustereval.phases.compute import LemonPhase, MatmulPhase
-    from clustereval.phases.gpunode import MatmulPlan
+    from clustereval.phases.lemon import LemonPhase
+    from clustereval.phases.matmul import MatmulPhase
+    from clustereval.phases.settings import GpuSettings
     from tests.test_compute_phases import make_ctx
 
-    ctx = make_ctx(tmp_path, MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05,
-                                        grid="M=32|64,N=32|64,K=64", lemon_size=64))
-    recs = {"matmul": MatmulPhase().run(ctx), "lemon": LemonPhase().run(ctx)}
+    settings = GpuSettings(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
+                           lemon_size=64)
+    ctx = make_ctx(tmp_path)
+    recs = {"matmul": MatmulPhase(settings).run(ctx), "lemon": LemonPhase(settings).run(ctx)}
     md = render(recs).markdown
     assert "| gpu0 |" in md and "W / MHz" not in md
     lint(md, tmp_path)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from clustereval.config import Config
-from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.torchrun import launch
 from clustereval.store import RunState, RunStore
 
@@ -28,7 +28,7 @@ def _ctx(tmp_path, cluster) -> RunContext:
                     local_scratch=str(cluster.scratch_dir), rdzv_port=port, cpu_ranks_per_node=1,
                     eval_python=sys.executable)
     return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
-                      profile=Profile(name="smoke"), eval_python=sys.executable)
+                      eval_python=sys.executable)
 
 
 def left_after(run_id: str, grace_s: float = 20.0) -> list[str]:

@@ -12,16 +12,19 @@ import sys
 import pytest
 
 from clustereval.config import Config
-from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
+from clustereval.phases.settings import NetworkSettings
 from clustereval.records import dumps, loads
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord
 from clustereval.records.run import EvalPythonRecord
+from clustereval.report.network_plots import sweep_plot_path
+from clustereval.runner import render
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
 
-SMALL = Profile(name="quick", allreduce_max_bytes=128 * 1024)
+SMALL = NetworkSettings(max_bytes=128 * 1024)
 
 
 def free_port() -> int:
@@ -37,7 +40,7 @@ def make_ctx(tmp_path, names, address="127.0.0.1", ranks=1) -> RunContext:
     (tmp_path / "scratch").mkdir(exist_ok=True)  # the node's local disk: clustereval never creates it
     config = Config(name="t", nodes=tuple(names), local_scratch=str(tmp_path / "scratch"),
                     rdzv_port=free_port(), cpu_ranks_per_node=ranks)
-    return RunContext(config=config, transport=LocalTransport(), nodes=nodes, store=store, profile=SMALL,
+    return RunContext(config=config, transport=LocalTransport(), nodes=nodes, store=store,
                       eval_python=sys.executable)
 
 
@@ -63,7 +66,7 @@ def test_one_node_connectivity_is_intra_node_with_checked_sum(tmp_path):
 
 def test_one_node_gloo_sweep_both_modes(tmp_path):
     ctx = make_ctx(tmp_path, ["here"], ranks=2)
-    rec = AllreducePhase().run(ctx)
+    rec = AllreducePhase(SMALL).run(ctx)
     assert rec.status == "ok", rec.gaps
     (sweep,) = rec.intra
     assert rec.inter is None  # one node: no inter-node sweep at all
@@ -74,5 +77,8 @@ def test_one_node_gloo_sweep_both_modes(tmp_path):
     r = sweep.rows[0]
     assert r.busbw_gb_s == pytest.approx(r.algbw_gb_s, rel=1e-9)  # 2(n-1)/n = 1 for n = 2
     assert r.algbw_gb_s == pytest.approx(r.payload_bytes / r.time_s / 1e9, rel=1e-9)
-    assert (ctx.store.raw_dir / sweep.plot).read_bytes()[:4] == b"\x89PNG"
     assert loads(AllreduceRecord, dumps(rec)) == rec
+    # the plot is drawn from the record when the report is rendered
+    ctx.store.save_record("allreduce", rec)
+    render(ctx.store, "local")
+    assert (ctx.store.raw_dir / sweep_plot_path([sweep])).read_bytes()[:4] == b"\x89PNG"

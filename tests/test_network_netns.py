@@ -13,13 +13,14 @@ import sys
 import pytest
 
 from clustereval.config import Config
-from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
+from clustereval.phases.settings import NetworkSettings
 from clustereval.phases.torchrun import launch, probe_nodes
 from clustereval.store import RunState, RunStore
 from tests.conftest import run_cli
 
-SMALL = Profile(name="quick", allreduce_max_bytes=64 * 1024)
+SMALL = NetworkSettings(max_bytes=64 * 1024)
 
 
 def _ctx(tmp_path, cluster, ranks: int = 1) -> RunContext:
@@ -32,7 +33,7 @@ def _ctx(tmp_path, cluster, ranks: int = 1) -> RunContext:
                     local_scratch=str(cluster.scratch_dir), rdzv_port=port, cpu_ranks_per_node=ranks,
                     eval_python=sys.executable)
     return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
-                      profile=SMALL, eval_python=sys.executable)
+                      eval_python=sys.executable)
 
 
 @pytest.mark.timeout(1500)
@@ -62,7 +63,7 @@ def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_pa
     assert any("127.0.1.1" in r for r in conn.launch.fix_reasons)
     ctx.records["connectivity"] = conn
 
-    rec = AllreducePhase().run(ctx)
+    rec = AllreducePhase(SMALL).run(ctx)
     assert rec.status == "ok", rec.gaps
     assert rec.intra == []  # one rank per node: nothing to all-reduce within a node
     assert rec.inter is not None and rec.inter.ok and rec.inter.num_ranks == 3

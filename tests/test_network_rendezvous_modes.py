@@ -10,13 +10,14 @@ import sys
 import pytest
 
 from clustereval.config import load_config
-from clustereval.phases.base import Profile, RunContext
+from clustereval.phases.base import RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.pairwise import run_pairwise
 from clustereval.phases.preflight import PreflightPhase
+from clustereval.phases.settings import NetworkSettings, PairwiseSettings
 from clustereval.store import RunState, RunStore
 
-TINY = Profile(name="smoke", allreduce_max_bytes=64 * 1024)
+TINY = NetworkSettings(max_bytes=64 * 1024)
 
 
 def free_port() -> int:
@@ -32,7 +33,7 @@ def context(tmp_path, cluster) -> RunContext:
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
     return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
-                      profile=TINY, eval_python=sys.executable)
+                      eval_python=sys.executable)
 
 
 @pytest.mark.slow
@@ -67,12 +68,12 @@ def test_every_job_uses_the_plan_preflight_proved(tmp_path, netns_cluster, mode)
         plan.is_host_node, plan.local_addrs, plan.socket_ifnames)
     ctx.records["connectivity"] = conn
 
-    ar = AllreducePhase().run(ctx)
+    ar = AllreducePhase(TINY).run(ctx)
     assert ar.status == "ok", ar.gaps
     assert ar.inter is not None and ar.inter.ok and ar.inter.num_ranks == 4
     assert (ar.inter.launch.local_addrs, ar.inter.launch.socket_ifnames) == (plan.local_addrs, plan.socket_ifnames)
 
-    pw = run_pairwise(ctx, payload_bytes=64 * 1024, samples=2)
+    pw = run_pairwise(ctx, settings=PairwiseSettings(payload_bytes=64 * 1024, samples_per_pair=2))
     assert pw.rendezvous == plan
     assert len(pw.pairs) == 6 and all(p.busbw_gb_s is not None and len(p.samples_gb_s) == 2 for p in pw.pairs), [
         (p.a, p.b, p.error) for p in pw.pairs]

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 
 from clustereval.config import Config
-from clustereval.phases.base import PROFILES, RunContext
-from clustereval.phases.compute import HealthPhase, LemonPhase, MatmulPhase
+from clustereval.phases.base import RunContext
 from clustereval.phases.environment import EnvironmentPhase
 from clustereval.phases.evalpython import EvalPythonPhase
-from clustereval.phases.gpunode import MatmulPlan
+from clustereval.phases.health import HealthPhase
+from clustereval.phases.lemon import LemonPhase
+from clustereval.phases.matmul import MatmulPhase
 from clustereval.phases.packages import PackagesPhase
 from clustereval.phases.scratch import scratch_for
+from clustereval.phases.settings import PROFILES, GpuSettings, storage_settings
 from clustereval.phases.storage import StoragePhase
 from clustereval.records import Gap
 from clustereval.store import RunState, RunStore
@@ -84,17 +86,18 @@ class DiesMidPhase(SshTransport):
         return super().popen(node, argv, **kw)
 
 
-def make_ctx(cluster, tmp_path: Path, transport: Transport, plan: MatmulPlan | None = None) -> RunContext:
+def make_ctx(cluster, tmp_path: Path, transport: Transport) -> RunContext:
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="s"))
     config = Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes), ssh=cluster.ssh_settings(),
                     local_scratch=str(cluster.scratch_dir), shared_paths=(str(cluster.shared_dir),),
                     eval_python=sys.executable, install_packages=False)
     ctx = RunContext(config=config, transport=transport, nodes=cluster.cluster_nodes(), store=store,
-                     profile=PROFILES["smoke"], eval_python=sys.executable)
-    if plan is not None:
-        ctx.records["_matmul_plan"] = plan
+                     eval_python=sys.executable)
     return ctx
+
+
+SMOKE_STORAGE = storage_settings(PROFILES["smoke"])
 
 
 def clear(cluster, ctx: RunContext) -> None:
@@ -152,7 +155,7 @@ def test_environment(cluster, tmp_path):
 
 def test_storage_concurrent_write_keeps_the_other_writers(cluster, tmp_path):
     ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=0))
-    rec = StoragePhase().run(ctx)
+    rec = StoragePhase(SMOKE_STORAGE).run(ctx)
     writes = {w.node: w for w in rec.concurrent.nodes}
     node2 = cluster.nodes[2].name
     assert writes[node2].error and all(w.bytes_written > 0 for n, w in writes.items() if n != node2)
@@ -163,7 +166,7 @@ def test_storage_concurrent_write_keeps_the_other_writers(cluster, tmp_path):
 
 def test_storage_scanning_node_lost_mid_scan_is_left_out_of_the_concurrent_write(cluster, tmp_path):
     ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 0, after=12))
-    rec = StoragePhase().run(ctx)
+    rec = StoragePhase(SMOKE_STORAGE).run(ctx)
     node0 = cluster.nodes[0].name
     gaps = [g for g in rec.gaps if g.node == node0]
     assert any("stopped answering in the IO benchmark" in g.text for g in gaps), [g.text for g in rec.gaps]
@@ -174,13 +177,13 @@ def test_storage_scanning_node_lost_mid_scan_is_left_out_of_the_concurrent_write
     clear(cluster, ctx)
 
 
-CPU_PLAN = MatmulPlan(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
-                      lemon_size=64, start_timeout_s=120)
+CPU_GPUS = GpuSettings(device="cpu", cpu_gpus=1, settle_s=0.02, sustain_s=0.05, grid="M=32|64,N=32|64,K=64",
+                       lemon_size=64, start_timeout_s=120)
 
 
 def test_matmul_cpu_path(cluster, tmp_path):
-    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=0), CPU_PLAN)
-    rec = MatmulPhase().run(ctx)
+    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=0))
+    rec = MatmulPhase(CPU_GPUS).run(ctx)
     by_node = {n.node: n for n in rec.nodes}
     node2 = cluster.nodes[2].name
     assert list(by_node) == [n.name for n in cluster.nodes]
@@ -191,8 +194,8 @@ def test_matmul_cpu_path(cluster, tmp_path):
 
 
 def test_lemon_cpu_path(cluster, tmp_path):
-    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=0), CPU_PLAN)
-    rec = LemonPhase().run(ctx)
+    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=0))
+    rec = LemonPhase(CPU_GPUS).run(ctx)
     by_node = {n.node: n for n in rec.nodes}
     assert all(by_node[n.name].gpus[0].tflops[0] for n in cluster.nodes if n.index != 2)
     node2 = cluster.nodes[2].name

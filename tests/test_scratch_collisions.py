@@ -52,7 +52,7 @@ def test_same_run_name_from_two_reports_folders_gets_two_scratch_folders(tmp_pat
     assert {ma.action, mb.action} == {"moved"} or {ma.action, mb.action} == {"deleted"}
     assert files_outside_trash(mount) == []
     # a resumed run (a fresh Scratch on the same raw folder) keeps the name it chose
-    b.records.pop("_scratch")
+    b.scratch = None
     assert scratch_for(b).path_for(str(mount)) == area_b.path
 
 

@@ -94,7 +94,7 @@ def test_a_recorded_node_local_flag_never_makes_a_folder_off_tmp_deletable(tmp_p
 
 def make_ctx_again(ctx):
     """A fresh Scratch reading the (planted) raw folder, as `clustereval cleanup` does."""
-    ctx.records.pop("_scratch", None)
+    ctx.scratch = None
     return ctx
 
 

@@ -16,7 +16,7 @@ from clustereval.records import dumps, loads
 from clustereval.records.storage import StorageRecord
 from clustereval.report.render import RunView, render_report
 from tests.conftest import REPO
-from tests.storagehelpers import SMALL_SIZES, du_bytes, files_outside_trash, make_ctx, tmpfs
+from tests.storagehelpers import SMALL_SIZES, du_bytes, files_outside_trash, make_ctx, small_storage, tmpfs
 
 pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
                                         for d in os.environ.get("PATH", "").split(os.pathsep)),
@@ -30,7 +30,7 @@ def test_six_run_scan_of_local_and_shared_leaves_nothing_outside_trash(tmp_path)
     ctx = make_ctx(tmp_path, local=local, shared=(shared,))
     notes = []
     ctx.progress = lambda phase, node, msg, eta: notes.append((msg, eta))
-    rec = StoragePhase(file_sizes=SMALL_SIZES).run(ctx)
+    rec = StoragePhase(small_storage(file_sizes=SMALL_SIZES)).run(ctx)
     assert rec.gaps == [] and rec.status == "ok", rec.gaps
     assert rec.fio_version.startswith("fio-")
     for scan in (rec.local, *rec.shared):
@@ -62,7 +62,7 @@ def test_six_run_scan_of_local_and_shared_leaves_nothing_outside_trash(tmp_path)
 
 def test_missing_fio_is_a_gap_naming_the_package(tmp_path):
     ctx = make_ctx(tmp_path, local=tmp_path)
-    rec = StoragePhase(fio=str(tmp_path / "no-such-fio")).run(ctx)
+    rec = StoragePhase(small_storage(fio=str(tmp_path / "no-such-fio"))).run(ctx)
     (gap,) = rec.gaps
     assert "`fio` is not installed" in gap.text and "apt-get install -y fio" in gap.plan
     assert rec.local is None and rec.partitions and rec.status == "partial"
@@ -74,7 +74,7 @@ def test_full_filesystem_gives_a_clear_error_and_leaves_nothing(tmp_path):
     (tmp_path / "local").mkdir()
     with tmpfs(small, size="4m"):
         ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(small,))
-        phase = StoragePhase(file_sizes=(16 * 2**10,))  # 16 x 16 KiB + the margin > 4 MiB
+        phase = StoragePhase(small_storage(file_sizes=(16 * 2**10,)))  # 16 x 16 KiB + the margin > 4 MiB
         rec = phase.run(ctx)
         assert [s.mount for s in rec.shared] == [str(small)] and rec.shared[0].cells == []
         (gap,) = rec.gaps
@@ -89,7 +89,7 @@ def test_read_only_mount_gives_a_clear_error(tmp_path):
     (tmp_path / "local").mkdir()
     with tmpfs(ro, size="1g", readonly=True):
         ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(ro,))
-        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,))).run(ctx)
         (gap,) = rec.gaps
         assert "Read-only file system" in gap.text and "read-only" in gap.plan
         scratch_for(ctx).cleanup(ctx.nodes)
@@ -100,7 +100,7 @@ def test_two_shared_mounts_of_different_size_each_get_a_scan_with_same_sized_one
     (tmp_path / "local").mkdir()
     with tmpfs(a, size="64m"), tmpfs(b, size="64m"), tmpfs(c, size="96m"):
         ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(a, b, c))
-        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,))).run(ctx)
         assert [s.mount for s in rec.shared] == [str(a), str(c)]
         assert rec.shared[0].stands_for == [str(b)] and rec.shared[0].fstype == "tmpfs"
         scratch_for(ctx).cleanup(ctx.nodes)
@@ -182,7 +182,7 @@ def test_targets_added_after_the_run_move_the_bullets_on_re_render(tmp_path):
 
 def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp_path):
     """Over SSH on 3 namespace nodes: the scan runs on node0, every node writes at once, nothing is left."""
-    from clustereval.phases.base import Profile, RunContext
+    from clustereval.phases.base import RunContext
     from clustereval.store import RunState, RunStore
 
     shared, local = cluster3.shared_dir, cluster3.scratch_dir
@@ -192,9 +192,8 @@ def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp
 
     cfg = Config(nodes=tuple(n.name for n in cluster3.nodes), access="ssh", local_scratch=str(local),
                  shared_paths=(str(shared),), scratch_user="evaluser")
-    ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store,
-                     profile=Profile(name="test", fio_runtime_s=1, fio_ramp_s=0))
-    rec = StoragePhase(file_sizes=(16 * 2**10,), concurrent_bytes=16 * 2**20).run(ctx)
+    ctx = RunContext(config=cfg, transport=cluster3.transport(), nodes=cluster3.cluster_nodes(), store=store)
+    rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,), concurrent_bytes=16 * 2**20)).run(ctx)
     assert rec.gaps == [], rec.gaps
     assert rec.local.complete and rec.shared[0].complete and rec.local.node == cluster3.nodes[0].name
     cw = rec.concurrent
@@ -215,7 +214,7 @@ def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
     ram = tmp_path / "ram"
     with tmpfs(ram, size="64m"):
         ctx = make_ctx(tmp_path, local=ram)
-        rec = StoragePhase(file_sizes=(16 * 2**10,)).run(ctx)
+        rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,))).run(ctx)
         (gap,) = rec.gaps
         assert "is a tmpfs (memory, not a disk)" in gap.text and "local_scratch" in gap.plan
         assert rec.local is None and os.listdir(ram) == []

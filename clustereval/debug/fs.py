@@ -19,9 +19,10 @@ from clustereval.config import Config
 from clustereval.debug.evidence import write_node_bundle
 from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, select_nodes, snapshot_node
 from clustereval.errors import ScratchError, TransportError, UsageError
-from clustereval.phases.base import Profile, ProgressFn, RunContext
+from clustereval.phases.base import ProgressFn, RunContext
 from clustereval.phases.scratch import check_declared, inside, normalize, scratch_for
-from clustereval.phases.storage import SPACE_MARGIN_BYTES, StoragePhase, capture_layout, fio_cell_gaps
+from clustereval.phases.settings import StorageSettings
+from clustereval.phases.storage import StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
 from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
 from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
@@ -136,7 +137,6 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
                               started_utc=utc_now_iso(),
                               config_path=str(Path(config.source).resolve()) if config.source else ""))
     ctx = RunContext(config=cfg, transport=transport, nodes=[node], store=store,
-                     profile=Profile(name="debug", fio_runtime_s=runtime_s, fio_ramp_s=ramp_s),
                      eval_python=config.eval_python or "python3")
     if progress is not None:
         ctx.progress = progress
@@ -167,7 +167,10 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
                                  "then run `clustereval debug fs` again"))
     elif local_path != normalize(cfg.local_scratch):
         ctx.config = dataclasses.replace(cfg, local_scratch=local_path)  # declared for this workflow's scratch
-    phase = StoragePhase(file_sizes=file_sizes)
+    settings = StorageSettings(fio_runtime_s=runtime_s, fio_ramp_s=ramp_s)
+    if file_sizes:  # the quick scan's own sizes; else the published ones
+        settings = dataclasses.replace(settings, file_sizes=file_sizes)
+    phase = StoragePhase(settings)
     version = transport.run(node, [phase.fio, "--version"], timeout_s=60)
     if not version.ok:
         rec.gaps.append(Gap(phase=rec.phase, node=node.name,
@@ -243,13 +246,13 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
             try:
                 check_declared(ctx.config, target)
                 scratch.require_space(node, target, fio_probe.bytes_written_at_once(max(phase.file_sizes))
-                                      + SPACE_MARGIN_BYTES,
+                                      + phase.settings.space_margin_bytes,
                                       f"the quick scan's largest run ({fio_probe.NUM_JOBS} jobs x "
                                       f"{iec_whole(max(phase.file_sizes))})")
                 area = scratch.ensure(node, target)
                 phase.scan(ctx, node, area, scan, first_run=number * per_scan, total_runs=per_scan * len(plan))
                 if shared:
-                    scan.layout = capture_layout(ctx, node, scan, area)
+                    scan.layout = capture_layout(ctx, node, scan, area, timeout_s=phase.settings.layout_timeout_s)
             except ScratchError as exc:
                 rec.gaps.append(Gap(phase=rec.phase, node=node.name,
                                     text=f"The quick scan of `{target}` did not run: {exc.message}.",

@@ -22,7 +22,7 @@ from clustereval.config import Config
 from clustereval.debug.evidence import write_node_bundle
 from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, collect
 from clustereval.errors import TransportError, UsageError
-from clustereval.phases.base import PROFILES, ProgressFn, RunContext
+from clustereval.phases.base import ProgressFn, RunContext
 from clustereval.phases.scratch import scratch_for
 from clustereval.probes.slurm_topology import parse_node_features, parse_topology
 from clustereval.records import to_dict
@@ -129,7 +129,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     store.save_state(RunState(name=f"{config.name}-debug-nccl", stamp=utc_stamp(), profile="quick",
                               phases_planned=["pairwise", "snapshot"], started_utc=utc_now_iso(),
                               config_path=str(Path(config.source).resolve()) if config.source else ""))
-    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, profile=PROFILES["quick"],
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
                      eval_python=config.eval_python or "python3")
     if progress is not None:
         ctx.progress = progress

@@ -13,7 +13,7 @@ from clustereval.analysis.environment import drift, enrich
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import worker_argv, worker_env
-from clustereval.phases.tools import publish_source
+from clustereval.phases.tools import publish_tools
 from clustereval.probes._text import last_line
 from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
 from clustereval.records import CommandResult, Gap
@@ -37,7 +37,8 @@ class EnvironmentPhase:
 
     def run(self, ctx: RunContext) -> EnvironmentRecord:
         rec = EnvironmentRecord()
-        rec.tool_links["software.py"] = publish_source(ctx, "clustereval.workers.software")
+        (software,) = publish_tools(ctx, "clustereval.workers.software")
+        rec.tool_links["software.py"] = f"{ctx.store.raw_rel}/{software}"
         steps = each_node(ctx, self.name, "the environment inventory", ctx.nodes, lambda n: self._node(ctx, n),
                           what="the inventory commands")
         for step in steps:

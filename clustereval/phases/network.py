@@ -9,11 +9,11 @@ was set up; INFO lines are printed while connections are made, during the warm-u
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from clustereval.analysis.rendezvous import fix_for
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import require_torch
+from clustereval.phases.settings import NetworkSettings
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.torchrun import (
     LaunchResult,
     launch,
@@ -31,24 +31,11 @@ from clustereval.records.network import (
     Sweep,
     SweepRow,
 )
-from clustereval.report.network_plots import Series, busbw_png
 from clustereval.transport.base import Node, run_parallel
 
-KIB, MIB, GIB = 2**10, 2**20, 2**30
-MIN_BYTES = 32 * KIB
-CPU_MAX_BYTES = 4 * MIB  # gloo over loopback / TCP: small payloads only
-CONNECTIVITY_TIMEOUT_S = 300
-SWEEP_TIMEOUT_S = 1800
 NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET,P2P,SHM,NVLS"}
-WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
-TOOL_FILES = ("connectivity.py", "allreduce.py", "distcommon.py")
-
-
-def copy_tools(ctx: RunContext) -> None:
-    """The exact worker sources that produced the numbers, for the report to link."""
-    require_torch(ctx)
-    for name in TOOL_FILES:
-        ctx.raw(f"tools/{name}", (WORKERS_DIR / name).read_text())
+# the workers the report links (``publish_tools``)
+NETWORK_TOOLS = ("clustereval.workers.connectivity", "clustereval.workers.allreduce", "clustereval.workers.distcommon")
 
 
 def launcher_gap(phase: str, what: str, res: LaunchResult) -> Gap:
@@ -88,11 +75,15 @@ class ConnectivityPhase:
     name = "connectivity"
     title = "Connectivity"
 
+    def __init__(self, settings: NetworkSettings | None = None) -> None:
+        self.settings = settings or NetworkSettings()
+
     def applies(self, ctx: RunContext) -> bool:
         return bool(ctx.nodes)
 
     def run(self, ctx: RunContext) -> ConnectivityRecord:
-        copy_tools(ctx)
+        require_torch(ctx)
+        publish_tools(ctx, *NETWORK_TOOLS)
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
         port = ctx.config.rdzv_port
@@ -104,7 +95,7 @@ class ConnectivityPhase:
         ctx.progress(self.name, nodes[0].name, f"{rec.num_ranks} ranks on {len(nodes)} node(s): join and all-reduce",
                      None)
         res = launch(ctx, label="connectivity", module="connectivity", args=["--backend", backend], nodes=nodes,
-                     nproc=nproc, port=port, timeout_s=CONNECTIVITY_TIMEOUT_S,
+                     nproc=nproc, port=port, timeout_s=self.settings.connectivity_timeout_s,
                      extra_env=_collective_env(env, backend), probes=probes, plan=plan, backend=backend)
         rec.launch = res.info
         rec.ranks = res.ranks()
@@ -126,10 +117,10 @@ def _collective_env(env: NcclEnvInfo, backend: str) -> dict[str, str]:
     return dict(env.final_env) if backend == "nccl" else {}
 
 
-def sweep_args(backend: str, max_bytes: int, *, min_bytes: int = MIN_BYTES, modes: str = "back-to-back,blocking"
-               ) -> list[str]:
+def sweep_args(backend: str, max_bytes: int, *, min_bytes: int, gloo_max_bytes: int,
+               modes: str = "back-to-back,blocking") -> list[str]:
     if backend == "gloo":
-        max_bytes = min(max_bytes, CPU_MAX_BYTES)
+        max_bytes = min(max_bytes, gloo_max_bytes)
     return ["--backend", backend, "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes), "--modes", modes]
 
 
@@ -167,52 +158,35 @@ def sweep_from(res: LaunchResult, scope: str, backend: str, requested_max: int) 
     return sweep
 
 
-def plot_sweeps(ctx: RunContext, sweeps: list[Sweep], rel: str, title: str) -> str:
-    series = []
-    for s in sweeps:
-        name = s.nodes[0] if s.scope == "intra-node" and len(sweeps) > 1 else f"{s.num_ranks} ranks"
-        if s.rows:
-            series.append(Series(f"{name} back-to-back", [r.payload_bytes for r in s.rows],
-                                 [r.busbw_gb_s for r in s.rows]))
-        if s.blocking_rows and len(sweeps) == 1:
-            series.append(Series(f"{name} blocking", [r.payload_bytes for r in s.blocking_rows],
-                                 [r.busbw_gb_s for r in s.blocking_rows], dashed=True))
-    png = busbw_png(series, title)
-    if png is None:
-        return ""
-    ctx.raw(rel, png)
-    return rel
-
-
-def _device_words(sweeps: list[Sweep]) -> str:
-    names = sorted({s.device_name for s in sweeps if s.device_name})
-    return ", ".join(names)
-
-
 class AllreducePhase:
     name = "allreduce"
     title = "All-reduce"
+
+    def __init__(self, settings: NetworkSettings | None = None) -> None:
+        self.settings = settings or NetworkSettings()
 
     def applies(self, ctx: RunContext) -> bool:
         return bool(ctx.nodes)
 
     def run(self, ctx: RunContext) -> AllreduceRecord:
-        copy_tools(ctx)
+        require_torch(ctx)
+        publish_tools(ctx, *NETWORK_TOOLS)
         env = nccl_env_info(ctx)
         nodes = list(ctx.nodes)
-        rec = AllreduceRecord(min_bytes=MIN_BYTES, max_bytes=ctx.profile.allreduce_max_bytes, nccl_env=env,
+        settings = self.settings
+        rec = AllreduceRecord(min_bytes=settings.min_bytes, max_bytes=settings.max_bytes, nccl_env=env,
                               nvlink_target_gb_s=ctx.config.targets.nvlink_uni_gb_s,
                               internode_target_gb_s=ctx.config.targets.internode_busbw_gb_s)
         plan, probes = run_plan(ctx, nodes)
         nproc, backend = ranks_per_node(ctx, probes)
-        max_bytes = ctx.profile.allreduce_max_bytes
+        max_bytes = settings.max_bytes
         extra = {**_collective_env(env, backend), **(NCCL_INFO_ENV if backend == "nccl" else {})}
-        args = sweep_args(backend, max_bytes)
+        args = sweep_args(backend, max_bytes, min_bytes=settings.min_bytes, gloo_max_bytes=settings.gloo_max_bytes)
 
         def intra(node: Node) -> Sweep:
             ctx.progress(self.name, node.name, f"intra-node sweep, {nproc} ranks", None)
             res = launch(ctx, label=f"allreduce-intra-{node.name}", module="allreduce", args=args, nodes=[node],
-                         nproc=nproc, port=ctx.config.rdzv_port + 1 + node.index, timeout_s=SWEEP_TIMEOUT_S,
+                         nproc=nproc, port=ctx.config.rdzv_port + 1 + node.index, timeout_s=settings.sweep_timeout_s,
                          extra_env=extra, backend=backend)
             rec.gaps.extend(_interp_gaps(self.name, res))
             return sweep_from(res, "intra-node", backend, max_bytes)
@@ -224,23 +198,13 @@ class AllreducePhase:
                 rec.gaps.append(Gap(phase=self.name, node=s.nodes[0],
                                     text=f"The intra-node all-reduce sweep on {s.nodes[0]} did not complete: {s.error}.",
                                     plan=_plan_for(s.launch.diagnosis)))
-        label = "gloo" if backend == "gloo" else _device_words(rec.intra)
-        title = f"All-reduce busbw, intra-node: {nproc} ranks per node ({label})"
-        plot = plot_sweeps(ctx, [s for s in rec.intra if s.rows], f"network/busbw-intra-node-{nproc}.png", title)
-        for s in rec.intra:
-            s.plot = plot
         if len(nodes) >= 2 and not ctx.stop.is_set():
             ctx.progress(self.name, nodes[0].name, f"inter-node sweep, {nproc * len(nodes)} ranks", None)
             res = launch(ctx, label="allreduce-inter-node", module="allreduce", args=args, nodes=nodes, nproc=nproc,
-                         port=ctx.config.rdzv_port, timeout_s=SWEEP_TIMEOUT_S, extra_env=extra,
+                         port=ctx.config.rdzv_port, timeout_s=settings.sweep_timeout_s, extra_env=extra,
                          probes=probes, plan=plan, backend=backend)
             rec.gaps.extend(_interp_gaps(self.name, res))
             rec.inter = sweep_from(res, "inter-node", backend, max_bytes)
-            if rec.inter.rows:
-                n = rec.inter.num_ranks
-                rec.inter.plot = plot_sweeps(
-                    ctx, [rec.inter], f"network/busbw-inter-node-{n}.png",
-                    f"All-reduce busbw, inter-node: {n} ranks on {len(nodes)} nodes ({label})")
             if not rec.inter.ok:
                 rec.gaps.append(launcher_gap(self.name, "The inter-node all-reduce benchmark", res) if not res.info.ok
                                 else Gap(phase=self.name, text=f"The inter-node all-reduce sweep: {rec.inter.error}.",

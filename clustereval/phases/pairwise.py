@@ -1,11 +1,12 @@
 """Pairwise straggler hunt: all-reduce busbw for node pairs at one large payload, pairs in parallel rounds.
 
-Up to ``ROUND_ROBIN_MAX_NODES`` nodes every pair is measured in N-1 rounds of disjoint pairs (a
-round-robin schedule), each pair ``SAMPLES_PER_PAIR`` times at a bandwidth-bound payload so its own
-noise is known; ``analysis.stragglers.judge`` names a node only when every sample of its pairs is
-slower than any healthy pair ever ran, less ``THRESHOLD_PCT``. Above that many nodes ``screen_and_confirm``
-localises slow nodes in a few rounds. Every pair's job uses the run's rendezvous plan.
-``run_pairwise(ctx, nodes)`` is the entry point the ``pairwise`` command and other phases call.
+Up to ``round_robin_max_nodes`` nodes (``PairwiseSettings``) every pair is measured in N-1 rounds of
+disjoint pairs (a round-robin schedule), each pair ``samples_per_pair`` times at a bandwidth-bound
+payload so its own noise is known; ``analysis.stragglers.judge`` names a node only when every sample
+of its pairs is slower than any healthy pair ever ran, less ``threshold_pct``. Above that many nodes
+``screen_and_confirm`` localises slow nodes in a few rounds. Every pair's job uses the run's
+rendezvous plan. ``run_pairwise(ctx, nodes)`` is the entry point the ``pairwise`` command and other
+phases call.
 """
 
 from __future__ import annotations
@@ -14,40 +15,42 @@ import time
 
 from clustereval.analysis import stragglers as st
 from clustereval.phases.base import RunContext
-from clustereval.phases.network import SWEEP_TIMEOUT_S, _collective_env, copy_tools, sweep_args
+from clustereval.phases.network import NETWORK_TOOLS, _collective_env, sweep_args
+from clustereval.phases.remote import require_torch
+from clustereval.phases.settings import NetworkSettings, PairwiseSettings
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
-from clustereval.report.network_plots import pair_heatmap_png
 from clustereval.transport.base import Node, run_parallel
 
-GPU_PAYLOAD_BYTES = 2**30  # 1 GiB: bandwidth-bound on every fabric
-CPU_PAYLOAD_BYTES = 2 * 2**20  # gloo over TCP: milliseconds per call, far past the per-message latency
-ROUND_ROBIN_MAX_NODES = 16
-THRESHOLD_PCT = 5.0
-SAMPLES_PER_PAIR = 5
 # each sample at least 0.3 s of back-to-back calls: a CPU rank's scheduling hiccups average out
 CPU_TIMING = ["--warmup", "2", "--iters", "3", "--min-time-s", "0.3"]
 
 
-def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_bytes: int | None = None,
-                 strategy: str = "auto", phase: str = "pairwise", samples: int = SAMPLES_PER_PAIR) -> PairwiseRecord:
+def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: PairwiseSettings | None = None, *,
+                 strategy: str = "auto", phase: str = "pairwise") -> PairwiseRecord:
     """Measure node pairs and name the stragglers. ``strategy``: auto | round-robin | screen."""
     nodes = list(nodes if nodes is not None else ctx.nodes)
-    rec = PairwiseRecord(phase=phase, threshold_pct=THRESHOLD_PCT, samples_per_pair=samples)
+    settings = settings or PairwiseSettings()
+    samples, threshold_pct = settings.samples_per_pair, settings.threshold_pct
+    rec = PairwiseRecord(phase=phase, threshold_pct=threshold_pct, samples_per_pair=samples)
     if len(nodes) < 2:
         rec.status = "skipped"
         return rec
-    copy_tools(ctx)
+    require_torch(ctx)
+    publish_tools(ctx, *NETWORK_TOOLS)
     t0 = time.monotonic()
     env = nccl_env_info(ctx)
     plan, probes = run_plan(ctx, nodes)
     rec.rendezvous = plan
     nproc, backend = ranks_per_node(ctx, probes)
-    payload = payload_bytes or (GPU_PAYLOAD_BYTES if backend == "nccl" else CPU_PAYLOAD_BYTES)
+    payload = settings.payload_bytes or (settings.gpu_payload_bytes if backend == "nccl" else settings.cpu_payload_bytes)
     rec.payload_bytes, rec.backend, rec.ranks_per_node = payload, backend, nproc
     by_name = {n.name: n for n in nodes}
-    args = [*sweep_args(backend, payload, min_bytes=payload, modes="back-to-back"), "--samples", str(samples)]
+    # one payload; with gloo held to what CPU ranks carry, as in the all-reduce sweep
+    args = [*sweep_args(backend, payload, min_bytes=payload, gloo_max_bytes=NetworkSettings().gloo_max_bytes,
+                        modes="back-to-back"), "--samples", str(samples)]
     if backend == "gloo":
         args += CPU_TIMING
     results: list[PairResult] = []
@@ -66,7 +69,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
                 return []
             pair_nodes = [by_name[a], by_name[b]]
             res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=args, nodes=pair_nodes,
-                         nproc=nproc, port=ctx.config.rdzv_port + 1 + i, timeout_s=SWEEP_TIMEOUT_S,
+                         nproc=nproc, port=ctx.config.rdzv_port + 1 + i, timeout_s=settings.sweep_timeout_s,
                          extra_env=_collective_env(env, backend), diagnose=False, plan=plan,
                          probes=probes_for(probes, pair_nodes), backend=backend)
             joined.update(e.node for e in res.info.exits if e.joined)
@@ -82,14 +85,14 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
         return dict(zip(pairs, values, strict=True))
 
     names = [n.name for n in nodes]
-    use_screen = strategy == "screen" or (strategy == "auto" and len(nodes) > ROUND_ROBIN_MAX_NODES)
+    use_screen = strategy == "screen" or (strategy == "auto" and len(nodes) > settings.round_robin_max_nodes)
     if use_screen:
-        screen = st.screen_and_confirm(names, measure, THRESHOLD_PCT)
+        screen = st.screen_and_confirm(names, measure, threshold_pct)
         rec.num_rounds = screen.rounds
     else:
-        _, _, rec.num_rounds = st.run_round_robin(names, measure, THRESHOLD_PCT)
+        _, _, rec.num_rounds = st.run_round_robin(names, measure, threshold_pct)
     samples_by_pair = {st.key(r.a, r.b): r.samples_gb_s for r in results}
-    verdict = st.judge(samples_by_pair, THRESHOLD_PCT)
+    verdict = st.judge(samples_by_pair, threshold_pct)
     rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
     rec.judged, rec.why_not_judged = verdict.judged, verdict.why_not_judged
     rec.healthy_pairs, rec.healthy_samples = verdict.healthy_pairs, verdict.healthy_samples
@@ -106,11 +109,6 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, *, payload_by
                     for s in verdict.suspects]
     rec.stragglers = screen.stragglers if use_screen else verdict.stragglers
     rec.not_joined = [n for n in names if n not in joined] if any(r.error for r in results) else []
-    busbw = {k: verdict.medians.get(k) for k in samples_by_pair}
-    png = pair_heatmap_png(names, busbw, f"Pairwise all-reduce busbw (GB/s), {nproc * 2} ranks per pair")
-    if png is not None:
-        rec.heatmap = "network/pairwise-heatmap.png"
-        ctx.raw(rec.heatmap, png)
     failed = [r for r in results if r.busbw_gb_s is None]
     if failed:
         rec.status = "partial" if len(failed) < len(results) else "failed"
@@ -131,8 +129,11 @@ class PairwisePhase:
     name = "pairwise"
     title = "Pairwise"
 
+    def __init__(self, settings: PairwiseSettings | None = None) -> None:
+        self.settings = settings or PairwiseSettings()
+
     def applies(self, ctx: RunContext) -> bool:
         return len(ctx.nodes) >= 2
 
     def run(self, ctx: RunContext) -> PairwiseRecord:
-        return run_pairwise(ctx, ctx.nodes)
+        return run_pairwise(ctx, ctx.nodes, self.settings)

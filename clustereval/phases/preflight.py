@@ -23,6 +23,7 @@ from clustereval.analysis.rendezvous import fix_for
 from clustereval.config import Config
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
+from clustereval.phases.settings import PreflightSettings
 from clustereval.phases.torchrun import decide_plan, launch, probe_nodes
 from clustereval.probes.preflight import (
     TCP_CONNECT_SNIPPET,
@@ -39,7 +40,6 @@ from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, Pr
 from clustereval.transport.base import Node, run_parallel
 
 PHASE = "preflight"
-GLOO_TIMEOUT_S = 90.0
 
 
 def _short(names: list[str], limit: int = 8) -> str:
@@ -121,6 +121,9 @@ class PreflightPhase:
     name = PHASE
     title = "Preflight"
 
+    def __init__(self, settings: PreflightSettings | None = None) -> None:
+        self.settings = settings or PreflightSettings()
+
     def applies(self, ctx: RunContext) -> bool:
         return True
 
@@ -128,7 +131,7 @@ class PreflightPhase:
         ctx.nccl_env = dict(record.final_env)
 
     def run(self, ctx: RunContext) -> PreflightRecord:
-        record = Preflight(ctx).run()
+        record = Preflight(ctx, self.settings).run()
         self.restore(ctx, record)
         return record
 
@@ -136,8 +139,9 @@ class PreflightPhase:
 class Preflight:
     """One preflight pass; every step appends to ``self.rec`` and returns False to stop."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, settings: PreflightSettings) -> None:
         self.ctx = ctx
+        self.settings = settings
         self.cfg = ctx.config
         self.nodes = ctx.nodes
         self.python = ctx.config.eval_python or "python3"
@@ -182,7 +186,7 @@ class Preflight:
         with self._lock:
             self.rec.probes.append(probe)
 
-    def _run(self, node: Node, argv: list[str], timeout_s: float = 30) -> CommandResult:
+    def _run(self, node: Node, argv: list[str], timeout_s: float) -> CommandResult:
         return self.ctx.transport.run(node, argv, timeout_s=timeout_s)
 
     # -- 0. Slurm: the allocation exists and covers the nodes ---------------------------------
@@ -210,7 +214,8 @@ class Preflight:
             try:
                 # a dead node fails at connect (refused, or ConnectTimeout) within seconds either way;
                 # the minute is for a live node whose login is slow (shell start-up files, a loaded host)
-                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s + 60)
+                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s
+                                + self.settings.login_allowance_s)
             except TransportError as exc:
                 errors[node.name] = exc
                 self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
@@ -251,7 +256,7 @@ class Preflight:
             argv = node_probe_argv(self.python, endpoint, paths, gpus=self.cfg.gpus_per_node is None,
                                    facts=self.multi, env=node.index == 0)
             try:
-                res = self._run(node, argv, timeout_s=60)
+                res = self._run(node, argv, timeout_s=self.settings.command_timeout_s)
             except TransportError as exc:
                 kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
                 self._probe(ProbeResult(kind, node.name, False, exc.message))
@@ -325,7 +330,7 @@ class Preflight:
 
         def one(node: Node) -> None:
             try:
-                res = self._run(node, [self.python, "-c", TORCH_SNIPPET], timeout_s=60)
+                res = self._run(node, [self.python, "-c", TORCH_SNIPPET], timeout_s=self.settings.command_timeout_s)
             except TransportError as exc:
                 self._probe(ProbeResult("torch", node.name, False, exc.message, gating=False))
                 return
@@ -368,9 +373,9 @@ class Preflight:
             return False
         self._progress(first.name, f"TCP from every node to the rendezvous endpoint {endpoint}:{port}")
         listener = self.ctx.transport.popen(first, [self.python, "-c", TCP_LISTEN_SNIPPET, str(port),
-                                                    str(len(self.nodes)), "30"])
+                                                    str(len(self.nodes)), str(self.settings.listen_s)])
         try:
-            first_line = _readline(listener, 20.0)
+            first_line = _readline(listener, self.settings.listen_start_timeout_s)
             if first_line.strip() != "listening":
                 why = first_line.strip() or "the listener did not start"
                 self._probe(ProbeResult("tcp", first.name, False, why))
@@ -378,11 +383,11 @@ class Preflight:
                                          f"({why.removeprefix('error: ')}).", "choose a free port: rdzv_port in "
                                          "cluster.toml", node=first.name))
                 return False
-            argv = [self.python, "-c", TCP_CONNECT_SNIPPET, endpoint, str(port), "5"]
+            argv = [self.python, "-c", TCP_CONNECT_SNIPPET, endpoint, str(port), str(self.settings.connect_s)]
 
             def one(node: Node) -> None:
                 try:
-                    res = self._run(node, argv, timeout_s=20)
+                    res = self._run(node, argv, timeout_s=self.settings.hop_timeout_s)
                 except TransportError as exc:
                     self._probe(ProbeResult("tcp", node.name, False, exc.message))
                     return
@@ -415,7 +420,7 @@ class Preflight:
 
         def one(node: Node) -> None:
             try:
-                res = self._run(first, ["ssh", *opts, node.address, "hostname"], timeout_s=20)
+                res = self._run(first, ["ssh", *opts, node.address, "hostname"], timeout_s=self.settings.hop_timeout_s)
             except TransportError as exc:
                 self._probe(ProbeResult("peer-ssh", node.name, False, exc.message, gating=False))
                 return
@@ -454,8 +459,8 @@ class Preflight:
         self.rec.rendezvous_fixes = applied_fixes(plan)
         self._progress("all nodes", f"CPU gloo all-reduce, one process per node, rendezvous at "
                        f"{self.nodes[0].address}:{port}")
-        res = launch(self.ctx, label="preflight-gloo", module="gloo_check", args=["--timeout-s", "60"],
-                     nodes=self.nodes, nproc=1, port=port, timeout_s=GLOO_TIMEOUT_S, probes=probes, plan=plan,
+        res = launch(self.ctx, label="preflight-gloo", module="gloo_check", args=["--timeout-s", str(self.settings.gloo_join_timeout_s)],
+                     nodes=self.nodes, nproc=1, port=port, timeout_s=self.settings.gloo_timeout_s, probes=probes, plan=plan,
                      backend="gloo")
         ok_all = True
         for node, ex in zip(self.nodes, res.info.exits, strict=True):
@@ -469,7 +474,7 @@ class Preflight:
             elif ex.state == "failed":
                 detail = f"exited {ex.rc} after {ex.seconds:.0f} s: {ex.cause or 'no error printed'}"
             elif ex.state == "timed-out":
-                detail = f"did not finish within {GLOO_TIMEOUT_S:.0f} s"
+                detail = f"did not finish within {self.settings.gloo_timeout_s:.0f} s"
             else:
                 detail = f"{ex.cause or ex.state} after {ex.seconds:.0f} s"
             self._probe(ProbeResult("gloo", node.name, ok, detail, ex.seconds))

@@ -33,16 +33,15 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
     """Ship the package to ``node`` (once per run) and return the PYTHONPATH entry to use."""
     if ctx.transport.method == "local":
         return str(PACKAGE_DIR.parent)
-    cache = ctx.records.setdefault("_shipped", {})
-    if node.name in cache:
-        return cache[node.name]
+    if node.name in ctx.shipped:
+        return ctx.shipped[node.name]
     remote = f"{ensure_node_scratch(ctx, node)}/pkg"
     ctx.transport.run(node, ["mkdir", "-p", remote], timeout_s=30)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "clustereval"
         _copy_sources(PACKAGE_DIR, staged)
         ctx.transport.put(node, staged, f"{remote}/clustereval")
-    cache[node.name] = remote
+    ctx.shipped[node.name] = remote
     return remote
 
 

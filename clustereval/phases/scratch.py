@@ -455,14 +455,13 @@ def _interruptible_parallel(jobs: list, fn) -> list:  # noqa: ANN001
     return results
 
 
-def scratch_for(ctx) -> Scratch:  # noqa: ANN001 - RunContext; imported lazily to keep layers one-way
-    """The run's one ``Scratch`` (every phase shares it, so its bookkeeping has one lock)."""
+def scratch_for(ctx) -> Scratch:  # noqa: ANN001 - a RunContext: phases/base.py imports this module
+    """The run's one ``Scratch`` (every phase shares it, so its bookkeeping has one lock), made on
+    first use from the raw folder's record of the folders."""
     with _SCRATCH_FOR_LOCK:  # called from parallel per-node threads: two Scratch objects would lose areas
-        found = ctx.records.get("_scratch")
-        if not isinstance(found, Scratch):
-            found = Scratch(ctx.config, ctx.transport, ctx.store)
-            ctx.records["_scratch"] = found
-        return found
+        if ctx.scratch is None:
+            ctx.scratch = Scratch(ctx.config, ctx.transport, ctx.store)
+        return ctx.scratch
 
 
 _SCRATCH_FOR_LOCK = threading.Lock()

@@ -12,13 +12,14 @@ from __future__ import annotations
 import posixpath
 import threading
 import time
-from pathlib import Path
 
 from clustereval.analysis.storage import Candidate, plan_scans, same_volume
 from clustereval.errors import ClusterEvalError, ScratchError, TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note_error, note_failure
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
+from clustereval.phases.settings import StorageSettings
+from clustereval.phases.tools import publish_tools
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
 from clustereval.probes._text import last_line
@@ -38,11 +39,9 @@ from clustereval.store import slug
 from clustereval.transport.base import Node
 
 FIO_PACKAGE = "fio"
-SPACE_MARGIN_BYTES = 256 * 2**20  # room for fio's own bookkeeping and the filesystem's
-PROGRESS_EVERY_S = 30.0
-CONCURRENT_BYTES = 2**30
 MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
-TOOL_SOURCES = {"storage.py": Path(__file__), "fio.py": Path(fio_probe.__file__)}
+# the code that ran fio and read its output, for the report to link (``publish_tools``)
+STORAGE_TOOLS = ("clustereval.phases.storage", "clustereval.probes.fio")
 
 # exec keeps the pid: the pidfile lets the phase stop fio on any transport
 _WITH_PIDFILE = 'echo $$ > "$0"; exec "$@"'
@@ -53,15 +52,12 @@ class StoragePhase:
     name = "storage"
     title = "Storage"
 
-    def __init__(self, file_sizes: tuple[int, ...] | None = None, fio: str = "fio",
-                 concurrent_bytes: int = CONCURRENT_BYTES) -> None:
+    def __init__(self, settings: StorageSettings | None = None) -> None:
+        self.settings = settings or StorageSettings()
         self._kept: dict[tuple[str, int, str], FioCell] = {}  # --resume: the runs that finished before
-        # tests may scale the files down; production scans the published 16 KiB / 1 MiB / 1 GiB and
-        # writes 1 GiB per node in the concurrent write
-        self._explicit = file_sizes is not None, concurrent_bytes != CONCURRENT_BYTES
-        self.file_sizes = file_sizes or tuple(size for _, size, _ in fio_probe.FILE_SIZES)
-        self.fio = fio
-        self.concurrent_bytes = concurrent_bytes
+        self.file_sizes = self.settings.file_sizes
+        self.fio = self.settings.fio
+        self.concurrent_bytes = self.settings.concurrent_bytes
         self._layout_seen_s: dict[tuple[str, int], float] = {}  # (mount, size) -> layout the first run took
         self._write_bytes_s = 0.0  # last write rate measured: estimates how long laying out read files takes
 
@@ -69,23 +65,17 @@ class StoragePhase:
         return True
 
     def run(self, ctx: RunContext) -> StorageRecord:
-        if ctx.profile.fio_file_sizes and not self._explicit[0]:
-            self.file_sizes = ctx.profile.fio_file_sizes
-        if ctx.profile.concurrent_write_bytes and not self._explicit[1]:
-            self.concurrent_bytes = ctx.profile.concurrent_write_bytes
-        rec = StorageRecord(runtime_s=ctx.profile.fio_runtime_s, ramp_s=ctx.profile.fio_ramp_s,
+        rec = StorageRecord(runtime_s=self.settings.fio_runtime_s, ramp_s=self.settings.fio_ramp_s,
                             published_runtime_s=fio_probe.PUBLISHED_RUNTIME_S, num_nodes=len(ctx.nodes),
                             targets=list(ctx.config.targets.storage), shared_paths=list(ctx.config.shared_paths))
         node = (live(ctx, ctx.nodes) or ctx.nodes)[0]  # a node lost earlier does not scan
         scratch = scratch_for(ctx)
         self._kept = _finished_cells(ctx.records.get("storage"), self.file_sizes, runtime_s=rec.runtime_s)
-        for name, path in TOOL_SOURCES.items():
-            ctx.raw(f"tools/{name}", path.read_text())
-            rec.tool_files.append(f"tools/{name}")
+        rec.tool_files = publish_tools(ctx, *STORAGE_TOOLS)
 
         volumes = self._volumes(ctx, node, rec)
         rec.partitions = inventory(ctx, volumes)
-        version = ctx.transport.run(node, [self.fio, "--version"], timeout_s=60)
+        version = ctx.transport.run(node, [self.fio, "--version"], timeout_s=self.settings.command_timeout_s)
         rec.fio_version = version.stdout.strip() if version.ok else ""
         if not version.ok:
             rec.gaps.append(Gap(phase=self.name, node=node.name,
@@ -105,7 +95,8 @@ class StoragePhase:
                 area = self._prepare(ctx, scratch, node, path)
                 self.scan(ctx, node, area, scan, first_run=done, total_runs=total_runs)
                 if shared:
-                    scan.layout = capture_layout(ctx, node, scan, area)
+                    scan.layout = capture_layout(ctx, node, scan, area,
+                                                 timeout_s=self.settings.layout_timeout_s)
                     if scan.layout and scan.layout.errors and not scan.layout.summary:
                         rec.gaps.append(Gap(phase=self.name, node=node.name,
                                             text=f"The layout of `{path}` could not be read "
@@ -147,7 +138,7 @@ class StoragePhase:
         paths = ["/", *(normalize(p) for p in (ctx.config.local_scratch, *ctx.config.shared_paths))]
         out: dict[str, probe.DfRow] = {}
         for path in dict.fromkeys(paths):
-            res = ctx.transport.run(node, [*probe.DF_ARGV, path], timeout_s=60)
+            res = ctx.transport.run(node, [*probe.DF_ARGV, path], timeout_s=self.settings.command_timeout_s)
             rows = probe.parse_df(res.stdout)
             if rows:
                 out[path] = rows[-1]
@@ -197,7 +188,7 @@ class StoragePhase:
     def _prepare(self, ctx: RunContext, scratch: Scratch, node: Node, path: str) -> ScratchArea:
         """Refuse before writing anything: outside the declared mounts, or short of space."""
         check_declared(ctx.config, path)
-        need = fio_probe.bytes_written_at_once(max(self.file_sizes)) + SPACE_MARGIN_BYTES
+        need = fio_probe.bytes_written_at_once(max(self.file_sizes)) + self.settings.space_margin_bytes
         scratch.require_space(node, path, need,
                               f"the scan's largest run ({fio_probe.NUM_JOBS} jobs x "
                               f"{iec_whole(max(self.file_sizes))})")
@@ -208,9 +199,9 @@ class StoragePhase:
              total_runs: int = 0) -> MountScan:
         """Six runs (three file sizes x read / write) in ``<area>/fio-test``; stops early on ``ctx.stop``."""
         workdir = posixpath.join(area.path, "fio-test")
-        ctx.transport.run(node, ["mkdir", "-p", "--", workdir], timeout_s=60)
+        ctx.transport.run(node, ["mkdir", "-p", "--", workdir], timeout_s=self.settings.command_timeout_s)
         scan.scratch_path = area.path
-        runtime, ramp = ctx.profile.fio_runtime_s, ctx.profile.fio_ramp_s
+        runtime, ramp = self.settings.fio_runtime_s, self.settings.fio_ramp_s
         total_runs = total_runs or len(self.file_sizes) * len(fio_probe.OPS)
         n = first_run
         t0 = time.monotonic()
@@ -257,7 +248,7 @@ class StoragePhase:
 
     def _one_run(self, ctx: RunContext, node: Node, area: ScratchArea, workdir: str, mount: str, size: int,
                  rw: str, left_s: float, after_s: float = 0.0) -> FioCell:
-        runtime, ramp = ctx.profile.fio_runtime_s, ctx.profile.fio_ramp_s
+        runtime, ramp = self.settings.fio_runtime_s, self.settings.fio_ramp_s
         argv = fio_probe.fio_argv(workdir, size, rw, runtime, fio=self.fio, ramp_s=ramp)
         pidfile = posixpath.join(area.path, "fio.pid")
         cell = FioCell(file_size_bytes=size, rw=rw, argv=argv)
@@ -284,7 +275,7 @@ class StoragePhase:
                 if ctx.stop.is_set() and not stopped:
                     stopped = True
                     self._stop_fio(ctx, node, pidfile)
-                if time.monotonic() - last_note >= PROGRESS_EVERY_S and worker.is_alive():
+                if time.monotonic() - last_note >= self.settings.progress_every_s and worker.is_alive():
                     last_note = time.monotonic()
                     spent = last_note - t0
                     ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {mount}: "
@@ -334,7 +325,7 @@ class StoragePhase:
 
     def _stop_fio(self, ctx: RunContext, node: Node, pidfile: str) -> None:
         try:
-            ctx.transport.run(node, ["sh", "-c", _STOP_BY_PIDFILE, pidfile], timeout_s=30)
+            ctx.transport.run(node, ["sh", "-c", _STOP_BY_PIDFILE, pidfile], timeout_s=self.settings.stop_timeout_s)
         except TransportError:
             pass  # the node is gone; fio goes with it
 
@@ -347,7 +338,7 @@ class StoragePhase:
         first = (live(ctx, ctx.nodes) or ctx.nodes)[0]
         try:
             check_declared(ctx.config, mount)
-            scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + SPACE_MARGIN_BYTES,
+            scratch.require_space(first, mount, len(ctx.nodes) * self.concurrent_bytes + self.settings.space_margin_bytes,
                                   f"the concurrent write ({len(ctx.nodes)} nodes x "
                                   f"{iec_whole(self.concurrent_bytes)})")
             area = scratch.ensure(first, mount)
@@ -356,7 +347,7 @@ class StoragePhase:
                                 plan=getattr(exc, "hint", "") or "fix the path and re-run the storage phase"))
             return None
         folder = posixpath.join(area.path, "concurrent-write")
-        ctx.transport.run(first, ["mkdir", "-p", "--", folder], timeout_s=60)
+        ctx.transport.run(first, ["mkdir", "-p", "--", folder], timeout_s=self.settings.command_timeout_s)
         count = self.concurrent_bytes // 2**20
 
         def argv_for(node: Node) -> list[str]:
@@ -370,7 +361,7 @@ class StoragePhase:
         t0 = time.monotonic()
 
         def one(node: Node) -> NodeWrite:
-            res = ctx.transport.run(node, argv_for(node), timeout_s=3600)
+            res = ctx.transport.run(node, argv_for(node), timeout_s=self.settings.concurrent_timeout_s)
             parsed = probe.parse_dd(res.stderr)
             if not res.ok or parsed is None:
                 return NodeWrite(node.name, error=last_line(res.stderr, f"dd exited {res.rc}")[:300])
@@ -469,7 +460,8 @@ def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[Filesyst
 # ---- layout capture ----------------------------------------------------------------------------
 
 
-def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchArea) -> Layout | None:
+def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchArea, *,
+                   timeout_s: float = StorageSettings.layout_timeout_s) -> Layout | None:
     """The parallel FS's layout for the scanned folder, raw into the raw folder and summarised."""
     fstype = scan.fstype.lower()
     mount_part = _mount_slug(scan.mount)
@@ -477,7 +469,7 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
     layout = Layout()
 
     def grab(name: str, argv: list[str]) -> str:
-        res = ctx.transport.run(node, argv, timeout_s=120)
+        res = ctx.transport.run(node, argv, timeout_s=timeout_s)
         rel = f"storage/layout-{mount_part}-{name}.txt"
         ctx.raw(rel, f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
         layout.raw_files.append(rel)

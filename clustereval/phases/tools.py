@@ -1,9 +1,11 @@
-"""Our own tools in the report: a worker's exact source is copied into the raw folder at run time
-(``raw-<name>/tools/<file>.py``) so the report's ``### Introduction`` can link the code that
-produced its numbers.
+"""Our own code in the report: the exact source of what produced a phase's numbers is copied into
+the raw folder at run time (``raw-<name>/tools/<file>.py``) so the report can link it. Every phase
+publishes its code through ``publish_tools``:
 
-    link = publish_source(ctx, "clustereval.workers.matmul")   # -> "raw-<name>/tools/matmul.py"
-    record.tool_links["matmul.py"] = link                      # the renderer writes [`matmul.py`](link)
+    rels = publish_tools(ctx, "clustereval.workers.matmul", ("clustereval.analysis.matmul", "matmul_search.py"))
+    # -> ["tools/matmul.py", "tools/matmul_search.py"]; the renderer links f"{raw_rel}/{rel}"
+
+``store.write_raw`` writes ``tools/*.py`` byte for byte: the secret scrub never touches code.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from clustereval.errors import UsageError
 from clustereval.phases.base import RunContext
+from clustereval.store import TOOLS_DIR
 
 
 def source_path(module: str) -> Path:
@@ -23,11 +26,18 @@ def source_path(module: str) -> Path:
     return Path(spec.origin)
 
 
-def publish_source(ctx: RunContext, module: str) -> str:
-    """Copy ``module``'s source to ``tools/<file>.py`` in the raw folder; return the report-relative link.
+def publish_tools(ctx: RunContext, *modules: str | tuple[str, str]) -> list[str]:
+    """Copy each module's source to ``tools/<file>.py`` in the raw folder; return those paths
+    (relative to the raw folder), in order.
 
-    Idempotent: phases may call it on every run (a resumed run rewrites the same bytes)."""
-    path = source_path(module)
-    rel = f"tools/{path.name}"
-    ctx.store.write_raw(rel, path.read_bytes())
-    return f"{ctx.store.raw_rel}/{rel}"
+    A module given as ``(module, name)`` is published as ``tools/<name>`` (the matmul worker's
+    helpers sit beside it under ``matmul_*`` names). Idempotent: phases may call it on every run (a
+    resumed run rewrites the same bytes)."""
+    rels = []
+    for item in modules:
+        module, name = item if isinstance(item, tuple) else (item, "")
+        path = source_path(module)
+        rel = f"{TOOLS_DIR}/{name or path.name}"
+        ctx.store.write_raw(rel, path.read_bytes())
+        rels.append(rel)
+    return rels

@@ -282,7 +282,7 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     scratch = node_scratch(ctx)
     log_dir = f"{scratch}/torchrun/{slug(label, '-', 'launch')}"
 
-    shipped = ctx.records.setdefault("_launch_env", {})
+    shipped = ctx.launch_env
 
     def ship(node: Node):
         # the package reaches every node before any torchrun starts (no node imports a half-copied tree);

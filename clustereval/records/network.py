@@ -147,7 +147,7 @@ class Sweep:
     max_bytes_requested: int = 0
     max_bytes_fit: int = 0  # smaller than requested when free memory did not allow it
     sweep_seconds: float = 0.0
-    plot: str = ""  # raw-folder path of the busbw PNG
+    plot: str = ""  # raw-folder path of a busbw PNG drawn by the run (older runs; the report draws it now)
     launch: LaunchInfo = field(default_factory=LaunchInfo)
     nccl: NcclDebugInfo | None = None
     ok: bool = False
@@ -241,5 +241,5 @@ class PairwiseRecord(PhaseRecord):
     rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
-    heatmap: str = ""  # raw-folder path of the pair-matrix PNG
+    heatmap: str = ""  # raw-folder path of a pair-matrix PNG drawn by the run (older runs; the report draws it now)
     wall_seconds: float = 0.0

@@ -1,0 +1,170 @@
+"""Lemon GEMM: find underperforming GPUs.
+
+The fixed 16384³ matmul on every GPU, one at a time with the siblings idle; a GPU more than 2% below
+its node median gets two more passes; an error or a hang is a dead GPU. Before the pass, foreign
+compute processes stop it.
+"""
+
+from __future__ import annotations
+
+from clustereval.analysis.gpu_passes import three_pass
+from clustereval.phases.base import RunContext
+from clustereval.phases.gpunode import (
+    BUSY_PLAN,
+    MATMUL_TOOLS,
+    Guard,
+    NodeGpus,
+    PassAborted,
+    busy_text,
+    inventories,
+    launch,
+    no_gpu_gap,
+)
+from clustereval.phases.pernode import each_node
+from clustereval.phases.remote import require_torch
+from clustereval.phases.settings import GpuSettings
+from clustereval.phases.tools import publish_tools
+from clustereval.phases.workerproc import is_event
+from clustereval.records import Gap, from_dict
+from clustereval.records.compute import LemonGpu, LemonRecord, NodeLemon, ShapeTiming
+
+
+class LemonPhase:
+    name = "lemon"
+    title = "Find underperforming GPUs (lemon GEMM)"
+
+    def __init__(self, settings: GpuSettings | None = None) -> None:
+        self.settings = settings or GpuSettings()
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> LemonRecord:
+        settings = self.settings
+        rec = LemonRecord(size=settings.lemon_square, dtype=settings.dtype)
+        invs, lost = inventories(ctx, settings, self.name, "the lemon GEMM pass")
+        live = [i for i in invs if i.gpus]
+        if not live:
+            rec.status = "skipped"
+            rec.gaps.append(no_gpu_gap(invs))
+            return rec
+        require_torch(ctx)
+        rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
+        by_name = {i.node.name: i for i in live}
+        steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
+                          lambda n: self._node(ctx, by_name[n.name]), what="the lemon GEMM worker")
+        results = [s.value if s.value is not None else
+                   (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
+                              gpu_name=by_name[s.node.name].gpus[0].name,
+                              gpus=[LemonGpu(gpu=g) for g in by_name[s.node.name].indices],
+                              error=s.error.message if s.error else "no answer"), [s.gap] if s.gap else [])
+                   for s in steps]
+        rec.nodes = [r[0] for r in results]
+        for _, gaps in results:
+            rec.gaps += gaps
+        rec.gaps += lost
+        if rec.gaps or ctx.stop.is_set():
+            rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
+        return rec
+
+    def _node(self, ctx: RunContext, inv: NodeGpus) -> tuple[NodeLemon, list[Gap]]:
+        node = inv.node
+        out = NodeLemon(node=node.name, index=node.index, hostname=inv.hostname,
+                        gpu_name=inv.gpus[0].name, gpus=[LemonGpu(gpu=g) for g in inv.indices])
+        gaps: list[Gap] = []
+        guard = Guard(ctx, inv, self.settings)
+        found = guard.foreign()
+        if found:
+            out.error = busy_text(node, found, "The lemon GEMM pass")
+            return out, [Gap(self.name, out.error, BUSY_PLAN, node.name)]
+        passes: list[dict[int, float | None]] = []
+        try:
+            passes.append(self._pass(ctx, inv, out, inv.indices, 1))
+            verdict = three_pass(passes)
+            if verdict.needs_more_passes:
+                alive = [g.gpu for g in out.gpus if not g.error]
+                for p in (2, 3):
+                    passes.append(self._pass(ctx, inv, out, alive, p))
+                verdict = three_pass(passes)
+        except PassAborted as exc:
+            out.error = exc.text
+            gaps.append(Gap(self.name, exc.text, exc.plan, node.name))
+            return out, gaps
+        out.num_passes = len(passes)
+        out.medians = [round(m, 4) for m in verdict.medians]
+        out.flagged, out.underperforming = verdict.flagged, verdict.underperforming
+        out.dead = [g.gpu for g in out.gpus if g.error]
+        for g in out.gpus:
+            if g.error:
+                gaps.append(Gap(self.name, f"gpu{g.gpu} of {node.name} gave no lemon GEMM result ({g.error}).",
+                                "drain the GPU and ask the provider to replace it, or re-run to confirm"))
+        return out, gaps
+
+    def _pass(self, ctx: RunContext, inv: NodeGpus, out: NodeLemon, gpus: list[int],
+              passno: int) -> dict[int, float | None]:
+        """Every listed GPU in one worker; a GPU that hangs is killed, marked dead, and the rest continue
+        in a fresh worker."""
+        settings = self.settings
+        values: dict[int, float | None] = {g: None for g in gpus}
+        todo = list(gpus)
+        attempt = 0
+        while todo:
+            attempt += 1
+            args = ["--gpus", ",".join(map(str, todo))]
+            if settings.lemon_size:
+                args += ["--size", str(settings.lemon_size)]
+            size = settings.lemon_square
+            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
+            proc = launch(ctx, inv.node, settings, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
+            current = None
+            try:
+                for g in list(todo):
+                    if proc.wait_event(is_event("begin", gpu=g), settings.start_timeout_s) is None:
+                        if ctx.stop.is_set():
+                            todo = []
+                        break
+                    current = g
+                    done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
+                                           settings.lemon_gpu_timeout_s)
+                    if done is None:
+                        if ctx.stop.is_set():  # interrupted: no verdict on this GPU
+                            todo = []
+                            break
+                        why = (f"the worker exited ({proc.error_text()})" if proc.eof
+                               else f"hung: no result within {settings.lemon_gpu_timeout_s:.0f} s")
+                        self._dead(out, g, why)
+                        todo.remove(g)
+                        current = None
+                        break
+                    todo.remove(g)
+                    current = None
+                    if done["event"] == "busy":
+                        procs = "; ".join(f"pid {p['pid']} ({p['name']}) on gpu{g}" for p in done.get("processes", []))
+                        raise PassAborted(busy_text(inv.node, [procs], "The lemon GEMM pass"))
+                    if done["event"] == "error":
+                        self._dead(out, g, str(done.get("error", "error")))
+                        continue
+                    t = from_dict(ShapeTiming, done["timing"])
+                    values[g] = t.mean_tflops
+                    lg = next(x for x in out.gpus if x.gpu == g)
+                    lg.tflops.append(t.mean_tflops)
+                    lg.power_w, lg.sm_mhz = t.power_w, t.sm_mhz
+                    lg.sm_count = int(done.get("sm_count") or 0)
+                    out.sm_count = out.sm_count or lg.sm_count
+            finally:
+                proc.kill()
+                proc.save_log()
+            if ctx.stop.is_set():
+                break
+            if current is None and todo and not proc.of("begin"):
+                # the worker never reached a GPU: it cannot start at all
+                for g in list(todo):
+                    self._dead(out, g, f"the worker did not start ({proc.error_text()})")
+                todo = []
+        return values
+
+    @staticmethod
+    def _dead(out: NodeLemon, gpu: int, why: str) -> None:
+        lg = next(x for x in out.gpus if x.gpu == gpu)
+        lg.error = lg.error or why
+        lg.tflops.append(None)
