@@ -1,5 +1,6 @@
-"""The records of one real `clustereval run --profile quick` on a 1x H200 machine without `fio`, DCGM
-or internet: the report rendered from them passes lint and says only what happened."""
+"""The records of real `clustereval run --profile quick` runs on a 1x H200 machine without DCGM or
+internet, one without `fio` and one with it: the report rendered from them passes lint and says only
+what happened."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from clustereval.runner import render as render_run
 from clustereval.store import RunStore
 from tests.reportcheck import problems
 
-RUN = Path(__file__).resolve().parent / "fixtures" / "runs" / "raw-vm-2026-12-01-1218Z"
+RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
+RUN = RUNS / "raw-vm-2026-12-01-1218Z"
+WITH_FIO = RUNS / "raw-vm-2026-12-01-1532Z"  # with the report that run wrote beside it
 
 
-def _rendered(tmp_path: Path):
-    raw = tmp_path / RUN.name
-    shutil.copytree(RUN, raw)
+def _rendered(tmp_path: Path, run: Path = RUN):
+    raw = tmp_path / run.name
+    shutil.copytree(run, raw)
     store = RunStore.open(raw)
     return render_run(store, "local").markdown, load_records(store)
 
@@ -34,3 +37,28 @@ def test_the_missing_fio_is_one_storage_gap_that_links_the_tool(tmp_path):
     assert "[`fio`](https://github.com/axboe/fio) is not installed on vm" in storage
     assert md.count("is not installed on vm, so the local and shared IO benchmarks did not run") == 1
     assert "### Fabric" in md and "### Gaps" not in md.split("\n## Environment\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_run_with_fio_renders_the_report_it_wrote_on_the_gpu_machine(tmp_path):
+    md, records = _rendered(tmp_path, WITH_FIO)
+    assert md == (RUNS / "vm-2026-12-01-1532Z.md").read_text()  # the same report, drawn again from the records
+    assert lint_text(md, path="vm-2026-12-01-1532Z.md") == []
+    assert problems(md, records) == []
+    storage = md.split("\n## Storage\n", 1)[1].split("\n## ", 1)[0]
+    assert "### Local disk IO benchmark" in storage and "is not installed" not in storage
+    # the trace plot of the matmul search is drawn from the records at render time
+    assert (tmp_path / WITH_FIO.name / "plots" / "matmul-vm-gpu0.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_fio_outputs_of_that_run_parse_to_the_cells_it_recorded():
+    import json
+
+    from clustereval.probes.fio import parse_fio_json
+
+    cells = json.loads((WITH_FIO / "storage.record.json").read_text())["local"]["cells"]
+    assert len(cells) == 6
+    for cell in cells:
+        label = {16384: "16k", 2**20: "1m", 2**30: "1g"}[cell["file_size_bytes"]]
+        got = parse_fio_json((WITH_FIO / "storage" / f"fio-local-{label}-{cell['rw']}.json").read_text())
+        assert got.rw == cell["rw"] and got.error == 0 and got.fio_version == "fio-3.33"
+        assert abs(got.bw_mib_s - cell["bw_mib_s"]) < 1e-6 and abs(got.latency_msec - cell["latency_msec"]) < 1e-9
