@@ -7,7 +7,7 @@ import pytest
 from clustereval.analysis.storage import cell_key
 from clustereval.probes import fio
 from clustereval.records.storage import FILE_SIZES
-from clustereval.report.storage import fmt_bw, fmt_iops_m, fmt_latency
+from clustereval.report.units import fmt_bw, fmt_iops_m, fmt_latency
 
 SEED_PARAMS = ["--ioengine=libaio", "--ramp_time=2s", "--time_based", "--runtime=3m", "--numjobs=16", "--direct=1",
                "--verify=0", "--randrepeat=0", "--group_reporting", "--unlink=1", "--blocksize=4k", "--iodepth=64",

@@ -8,7 +8,6 @@ table agree by construction.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 
 from clustereval.analysis.storage import (
@@ -34,7 +33,7 @@ from clustereval.records.storage import (
 )
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
-from clustereval.report.units import iec_df, iec_whole
+from clustereval.report.units import fmt_bw, fmt_iops_m, fmt_latency, fmt_ratio, fmt_target, iec_df, iec_whole
 
 FIO_URL = "https://github.com/axboe/fio"
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
@@ -57,7 +56,7 @@ STRIPED_TYPES = {"lustre", "beegfs", "gpfs"}
 CONDITIONS = "from one client with 16 jobs, 4 KiB blocks and `O_DIRECT`"
 
 
-# ---- number formats: one place, so prose and tables agree -------------------------------------
+# ---- the fio link and labels --------------------------------------------------------------
 
 
 def _fio_linked(doc: Document, gaps: list[Gap]) -> list[Gap]:
@@ -73,39 +72,6 @@ def _fio_linked(doc: Document, gaps: list[Gap]) -> list[Gap]:
         if "[`fio`]" in g.text:
             break
     return out
-
-
-def fmt_bw(mib_s: float, grouped: bool) -> str:
-    """MiB/s with one decimal; ``_`` thousands on the local table (``1_095.4``)."""
-    return f"{mib_s:,.1f}".replace(",", "_") if grouped else f"{mib_s:.1f}"
-
-
-def fmt_iops_m(iops: float) -> str:
-    """IOPS in millions with three significant digits: ``3.08``, ``0.157``, ``0.280``."""
-    millions = iops / 1e6
-    if millions <= 0:
-        return "0"
-    decimals = max(0, min(6, 2 - math.floor(math.log10(millions))))
-    return f"{millions:.{decimals}f}"
-
-
-def fmt_latency(msec: float) -> str:
-    """Milliseconds: one decimal from 1 ms up, two significant digits below."""
-    if msec >= 1 or msec <= 0:
-        return f"{msec:.1f}"
-    decimals = max(1, min(6, 1 - math.floor(math.log10(msec))))
-    return f"{msec:.{decimals}f}"
-
-
-def fmt_ratio(local_bw: float, shared_bw: float) -> str:
-    return f"{local_bw / shared_bw:.1f}" if shared_bw > 0 else ""
-
-
-def fmt_target(value: float, unit: str, grouped: bool) -> str:
-    """A measured or target value in prose, in the table's own units (IOPS in millions)."""
-    if unit == "IOPS":
-        return f"{fmt_iops_m(value)} million IOPS"
-    return fmt_bw(value, grouped) + " MiB/s"
 
 
 def _key_words(key: str) -> str:

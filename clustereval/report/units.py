@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 IEC_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
@@ -98,3 +99,39 @@ def pcie_uni_gb_s(gen: int, width: int) -> float:
     """Unidirectional PCIe payload bandwidth in GB/s after line encoding (Gen5 ×16 ≈ 63)."""
     per_lane = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}.get(gen, 0.0)
     return per_lane * width
+
+
+# ---- storage figures: the fio tables and the prose beside them ----------------------------
+
+
+def fmt_bw(mib_s: float, grouped: bool) -> str:
+    """MiB/s with one decimal; ``_`` thousands on the local table (``1_095.4``)."""
+    return f"{mib_s:,.1f}".replace(",", "_") if grouped else f"{mib_s:.1f}"
+
+
+def fmt_iops_m(iops: float) -> str:
+    """IOPS in millions with three significant digits: ``3.08``, ``0.157``, ``0.280``."""
+    millions = iops / 1e6
+    if millions <= 0:
+        return "0"
+    decimals = max(0, min(6, 2 - math.floor(math.log10(millions))))
+    return f"{millions:.{decimals}f}"
+
+
+def fmt_latency(msec: float) -> str:
+    """Milliseconds: one decimal from 1 ms up, two significant digits below."""
+    if msec >= 1 or msec <= 0:
+        return f"{msec:.1f}"
+    decimals = max(1, min(6, 1 - math.floor(math.log10(msec))))
+    return f"{msec:.{decimals}f}"
+
+
+def fmt_ratio(local_bw: float, shared_bw: float) -> str:
+    return f"{local_bw / shared_bw:.1f}" if shared_bw > 0 else ""
+
+
+def fmt_target(value: float, unit: str, grouped: bool) -> str:
+    """A measured or target value in prose, in the table's own units (IOPS in millions)."""
+    if unit == "IOPS":
+        return f"{fmt_iops_m(value)} million IOPS"
+    return fmt_bw(value, grouped) + " MiB/s"
