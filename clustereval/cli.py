@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -410,8 +411,9 @@ def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str 
 
 
 def main() -> None:
-    # A broken pipe (clustereval ... | head) is not an error worth a traceback.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default): with the default action, a node's ssh that exits before
+    # reading the script written to its stdin would kill the whole run. A closed stdout (clustereval ...
+    # | head) is handled below instead.
     # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
     # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -423,6 +425,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:  # Ctrl-C at a prompt or while click parses
         console.print("interrupted", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:  # the reader of our output went away (| head): stop quietly, as if interrupted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:  # an unknown option, a bad choice: one line, a hint, exit 2
         _fail(_click_error(exc), "--debug" in sys.argv)
