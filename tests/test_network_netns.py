@@ -17,6 +17,7 @@ from clustereval.phases.base import RunContext
 from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.settings import NetworkSettings
 from clustereval.phases.torchrun import launch, probe_nodes
+from clustereval.runner import clear_scratch
 from clustereval.store import RunState, RunStore
 from tests.conftest import run_cli
 
@@ -71,6 +72,9 @@ def test_network_phases_over_ssh_with_a_loopback_hostname_and_a_slow_node(tmp_pa
     assert [r.payload_bytes for r in rec.inter.rows] == [32768, 65536]
     assert all(r.check_ok for r in rec.inter.rows + rec.inter.blocking_rows)
 
+    # the phases above were one run: its end clears its scratch, so a command started in the same minute
+    # (whose scratch folder would have the same name) finds none of it
+    clear_scratch(ctx)
     # the pairwise hunt through the command, as a user runs it: node2's slow link makes it the straggler
     path = cluster3.write_config(tmp_path / "cluster.toml", rdzv_port=ctx.config.rdzv_port,
                                  eval_python=sys.executable, cpu_ranks_per_node=1, reports_dir=str(tmp_path / "pw"))
