@@ -1,0 +1,79 @@
+"""Transient transport failures: retried with backoff, confirmed by a second probe.
+
+A flaky transport cannot be produced for real on demand, so this is the one place a fake
+transport stands in: it fails the way ssh does for the first calls, then answers.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from clustereval.errors import TransportError
+from clustereval.records import CommandResult
+from clustereval.transport.base import Node, Transport
+from clustereval.transport.local import LocalTransport
+from clustereval.transport.retry import RetryingTransport
+
+NODE = Node("n1", "10.9.0.2")
+
+
+class Flaky(Transport):
+    method = "fake"
+
+    def __init__(self, failures: int, transient: bool = True, probe_ok: bool = True):
+        self.failures = failures
+        self.transient = transient
+        self.probe_ok = probe_ok
+        self.calls: list[list[str]] = []
+
+    def run(self, node, argv, *, timeout_s=60, env=None, cwd=None, stdin=None):
+        self.calls.append(argv)
+        if argv == ["true"]:
+            if self.probe_ok:
+                return CommandResult(node.name, argv, 0, "", "", 0.0)
+            raise TransportError(node.name, "connection reset by peer", transient=True)
+        if self.failures > 0:
+            self.failures -= 1
+            raise TransportError(node.name, "connection reset by peer", transient=self.transient)
+        return CommandResult(node.name, argv, 0, "ok\n", "", 0.0)
+
+    def put(self, node, local, remote, *, timeout_s=300):
+        raise NotImplementedError
+
+    def get(self, node, remote, local, *, timeout_s=300):
+        raise NotImplementedError
+
+
+def test_transient_failure_is_retried_and_succeeds():
+    inner = Flaky(failures=2)
+    t = RetryingTransport(inner, attempts=3, sleep=lambda s: None)
+    assert t.run(NODE, ["hostname"]).stdout == "ok\n"
+    assert len(t.retries) == 2
+
+
+def test_persistent_transient_failure_needs_a_failed_probe_to_count():
+    inner = Flaky(failures=10, probe_ok=False)
+    t = RetryingTransport(inner, attempts=2, sleep=lambda s: None)
+    with pytest.raises(TransportError, match="second probe failed"):
+        t.run(NODE, ["hostname"])
+    assert ["true"] in inner.calls
+
+
+def test_probe_success_gives_one_more_try():
+    inner = Flaky(failures=2, probe_ok=True)
+    t = RetryingTransport(inner, attempts=2, sleep=lambda s: None)
+    assert t.run(NODE, ["hostname"]).ok
+
+
+def test_non_transient_error_is_not_retried():
+    inner = Flaky(failures=1, transient=False)
+    t = RetryingTransport(inner, attempts=3, sleep=lambda s: None)
+    with pytest.raises(TransportError):
+        t.run(NODE, ["hostname"])
+    assert inner.calls == [["hostname"]]
+
+
+def test_wraps_a_real_transport(tmp_path: Path):
+    t = RetryingTransport(LocalTransport())
+    res = t.run(Node("here", "here"), ["sh", "-c", "echo $0", "x; echo injected"])
+    assert res.stdout.strip() == "x; echo injected"
