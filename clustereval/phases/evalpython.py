@@ -192,8 +192,8 @@ class EvalPythonPhase:
             rec.tried.append("fallback_python: " + "; ".join(g.text for g in probe.gaps))
             return False
         probe.source, probe.mode, probe.tried, probe.index_tag = "fallback-python", "fallback", rec.tried, rec.index_tag
-        why = (_refused(rec) + ", and the index pip is configured with gave no torch" if rec.refused_newest else
-               "Neither the PyTorch wheel index nor the index pip is configured with gave torch to the nodes")
+        why = _no_venv_why(rec, "Neither the PyTorch wheel index nor the index pip is configured with gave torch "
+                                "to the nodes")
         probe.gaps.append(Gap(phase=self.name,
                               text=f"{why}, so the benchmarks ran with the interpreter `fallback_python` in "
                                    f"cluster.toml names (torch {probe.torch}), which could not be verified as the "
@@ -208,8 +208,8 @@ class EvalPythonPhase:
                     "`fallback_python` in cluster.toml")
         if rec.status == "failed":
             return
-        why = (_refused(rec) + ", and the index pip is configured with gave no torch" if rec.refused_newest else
-               "The nodes could not reach the PyTorch wheel index or get torch from the index pip is configured with")
+        why = _no_venv_why(rec, "The nodes could not reach the PyTorch wheel index or get torch from the index "
+                                "pip is configured with")
         rec.gaps.append(Gap(phase=self.name,
                             text=f"{why}, so the benchmarks ran on the node's own `python3` (torch "
                                  f"{rec.torch or 'unknown'}), whose torch could not be verified as the newest release.",
@@ -298,7 +298,7 @@ def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
              else "the index pip is configured with")
     if rec.refused_newest and base_version(rec.torch) != base_version(rec.refused_newest):
         return Gap(phase="evalpython",
-                   text=f"Every benchmark ran on torch {rec.torch} from {where}: t{_refused(rec)[1:]}.",
+                   text=f"Every benchmark ran on torch {rec.torch} from {where}: the {_refused(rec)}.",
                    plan=f"make torch {rec.refused_newest} installable from that index on the nodes (the error "
                         f"above says why it was not), {PLAN_RUN_AGAIN}; or accept torch {rec.torch} as the version "
                         "settled for")
@@ -315,9 +315,16 @@ def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
 
 
 def _refused(rec: EvalPythonRecord) -> str:
-    """'The PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
-    return (f"The PyTorch wheel index for `{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at "
+    """'PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
+    return (f"PyTorch wheel index for `{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at "
             f"eval time, which could not be installed ({_no_paths(rec.refused_why)})")
+
+
+def _no_venv_why(rec: EvalPythonRecord, unreachable: str) -> str:
+    """Why no venv was built: the PyTorch index's newest torch that pip refused, else ``unreachable``."""
+    if rec.refused_newest:
+        return f"The {_refused(rec)}, and the index pip is configured with gave no torch"
+    return unreachable
 
 
 def _copy_into(rec: EvalPythonRecord, probe: EvalPythonRecord, keep_gaps: bool = False) -> None:

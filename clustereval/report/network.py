@@ -271,7 +271,8 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         lead += (" (NVLS was used, so busbw can exceed 100% of this ring-formula spec)" if nvls_on
                  else " (without NVLS, a ring or tree all-reduce)")
     doc.para(lead + ".")
-    _plot(view, doc, out, "Intra-node all-reduce", sweeps, sweeps_png(sweeps))
+    _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), sweeps_png(sweeps),
+          drawn_by_run=bool(sweeps[0].plot))
     if gloo:
         return
     for s, p, med in an.slow_nodes(sweeps):
@@ -375,7 +376,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         text += (f"; at that payload one node alone reached {gbps(so.intra_busbw_gb_s)} GBps, so spreading the "
                  f"all-reduce over {len(s.nodes)} nodes runs at {so.ratio:.2f}× the 1-node busbw")
     doc.para(text + ".")
-    _plot(view, doc, out, "Inter-node all-reduce", [s], sweeps_png([s]))
+    _plot(view, doc, out, "Inter-node all-reduce", sweep_plot_path([s]), sweeps_png([s]), drawn_by_run=bool(s.plot))
     if gloo:
         return
     path_words = describe_path(s.nccl) if s.nccl else ""
@@ -459,20 +460,16 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
         out.findings.append(Finding("underperforming", "torchrun",
                                     f"the pairwise hunt named nobody because {pw.why_not_judged}{who}: the pairs' "
                                     "launches failed, which says nothing about the fabric"))
-    png = pairwise_png(pw)
-    rel = pw.heatmap or "network/pairwise-heatmap.png"
-    if png is not None:
-        out.files[rel] = png
-    if png is not None or pw.heatmap:
-        doc.image("Pairwise all-reduce busbw", f"{view.raw_rel}/{rel}")
+    _plot(view, doc, out, "Pairwise all-reduce busbw", pw.heatmap or "network/pairwise-heatmap.png",
+          pairwise_png(pw), drawn_by_run=bool(pw.heatmap))
 
 
-def _plot(view: RunView, doc: Document, out: SectionResult, alt: str, sweeps: list[Sweep], png: bytes | None) -> None:
-    """Link the sweeps' plot, drawn now from the records; without matplotlib here, the one the run drew, if any."""
-    rel = sweep_plot_path(sweeps)
+def _plot(view: RunView, doc: Document, out: SectionResult, alt: str, rel: str, png: bytes | None, *,
+          drawn_by_run: bool) -> None:
+    """Link a plot drawn now from the records; without matplotlib here, the one the run drew, if any."""
     if png is not None:
         out.files[rel] = png
-    if png is not None or sweeps[0].plot:
+    if png is not None or drawn_by_run:
         doc.image(alt, f"{view.raw_rel}/{rel}")
 
 
