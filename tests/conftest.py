@@ -29,6 +29,18 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+def path_without(folder: Path, *commands: str) -> str:
+    """A PATH on which ``commands`` cannot be found, everything else of this PATH can: ``folder``
+    gets a link to every other program (on a GPU machine nvidia-smi sits in /usr/bin beside sh)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        for prog in Path(entry).glob("*") if entry and Path(entry).is_dir() else []:
+            link = folder / prog.name
+            if prog.name not in commands and not link.exists() and not link.is_symlink():
+                link.symlink_to(prog)
+    return str(folder)
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -125,5 +137,51 @@ def slurm_cluster(netns_cluster, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     try:
         yield cluster
+    finally:
+        cluster.close()
+
+
+TCSH = "/usr/bin/tcsh"
+
+
+class SmokeRun:
+    """One finished `clustereval run --profile smoke` on the 4-node SSH bed (see ``four_node_smoke``)."""
+
+    def __init__(self, cluster, result: subprocess.CompletedProcess, tcsh_node: int | None) -> None:
+        self.cluster = cluster
+        self.result = result
+        self.tcsh_node = tcsh_node  # the node whose login shell is tcsh, None without tcsh here
+
+    @property
+    def output(self) -> str:
+        return self.result.stdout + self.result.stderr
+
+    def report(self) -> Path:
+        (report,) = sorted((self.cluster.workdir / "reports").glob("*.md"))
+        return report
+
+
+@pytest.fixture(scope="session")
+def four_node_smoke():
+    """The suite's one uninterrupted 4-node smoke run over SSH, read by every test that checks a
+    whole healthy run (report, exit status, scratch left behind, a tcsh login shell on node0).
+
+    The run is the expensive part (every phase, torchrun on four nodes); the tests that read it
+    assert different things about the same run, so it runs once per session. Node0 logs in with
+    tcsh when tcsh is installed (the tcsh tests skip otherwise; the others still run)."""
+    from tests.testbed import NetnsCluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = NetnsCluster.create(4)
+    try:
+        tcsh_node = None
+        if Path(TCSH).exists():
+            cluster.set_login_shell(0, TCSH)
+            tcsh_node = 0
+        result = run_cli("run", "--config", str(cluster.config_path), "--profile", "smoke", cwd=cluster.workdir,
+                         timeout=1500)
+        yield SmokeRun(cluster, result, tcsh_node)
     finally:
         cluster.close()

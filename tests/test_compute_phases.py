@@ -17,7 +17,7 @@ from clustereval.phases.settings import GpuSettings
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, path_without
 
 FAKE_WORKER = Path(__file__).parent / "fakes" / "fake_matmul_worker.py"
 
@@ -106,7 +106,7 @@ def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path,
 
 
 def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi on this machine
+    monkeypatch.setenv("PATH", path_without(tmp_path / "bin", "nvidia-smi"))  # none on this machine
     ctx = make_ctx(tmp_path)
     for phase in (HealthPhase(), MatmulPhase(), LemonPhase()):
         rec = phase.run(ctx)

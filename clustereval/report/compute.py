@@ -557,7 +557,9 @@ def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: L
                          + (" on the slowest node" if len(msmfs) > 1 else ""))
     if lemon and lemon.nodes:
         vals = [g.tflops[0] for n in lemon.nodes for g in n.gpus if g.tflops and g.tflops[0] is not None]
-        if vals:
+        if len(vals) == 1:
+            parts.append(f"lemon GEMM {vals[0]:.1f} TFLOPS on the one GPU, neither under-performing nor dead")
+        elif vals:
             parts.append(f"lemon GEMM {min(vals):.1f}–{max(vals):.1f} TFLOPS across {len(vals)} GPUs with no "
                          "under-performing or dead GPUs")
     return "; ".join(parts) + "." if parts else ""
