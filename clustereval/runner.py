@@ -231,8 +231,10 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         store.save_record(name, record)
         ctx.records[name] = record
         ended = outcome_of(name, record, ctx)
-        if ctx.stop.is_set() and ended.status != "ok":
-            # interrupted mid-phase: what finished is saved, the phase runs again on --resume
+        if ctx.stop.is_set():
+            # interrupted mid-phase: what finished is saved, the phase runs again on --resume. Its
+            # status cannot tell: a phase that saw the stop skips the steps left and may still say
+            # ok (an all-reduce stopped before its inter-node sweep had no failed sweep to report)
             ended.interrupted = True
             store.save_outcome(name, ended)
             outcome.interrupted = True

@@ -36,23 +36,18 @@ def _leftover_files(*roots: Path) -> list[str]:
     return left
 
 
-@pytest.mark.timeout(1500)  # the eval Python is a venv built from pip's configured index here
-def test_readme_run_command_on_this_machine(tmp_path):
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{scratch}"\n'
-                   'install_packages = false\n')
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=1400)
-    assert res.returncode == 0, res.stderr[-3000:]
-    report = _report(tmp_path)
+@pytest.mark.timeout(3000)  # the module's README run may start here: a torch wheel into a new venv, then the pipeline
+def test_readme_run_command_on_this_machine(readme_run):
+    res = readme_run.result
+    assert res.returncode == 0, (res.stdout[-4000:], res.stderr[-3000:])
+    report = _report(readme_run.work)
     assert run_cli("lint", str(report)).returncode == 0
     text = report.read_text()
     assert "### Gaps" in text and "## Storage" in text and "Intra-node connectivity" in text
     assert "Inter-node" not in text  # one node: no inter-node heading or TOC line
     closeout = (report.parent / f"raw-{report.stem}" / "closeout.md").read_text()
     assert "Proposed plan of action" in closeout
-    assert _leftover_files(scratch) == []
+    assert _leftover_files(readme_run.scratch) == []
 
 
 @pytest.mark.timeout(1500)
@@ -91,12 +86,10 @@ def _scratch_roots(cluster) -> list[Path]:
     return [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
 
 
-@pytest.mark.timeout(1200)
-def test_smoke_run_across_four_nodes_over_ssh(netns_cluster):
-    cluster = netns_cluster(4)
-    res = run_cli("run", "--config", str(cluster.config_path), "--profile", "smoke", cwd=cluster.workdir,
-                  timeout=1100)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+@pytest.mark.timeout(1800)  # the session's 4-node smoke run may start here
+def test_smoke_run_across_four_nodes_over_ssh(four_node_smoke):
+    cluster, res = four_node_smoke.cluster, four_node_smoke.result
+    assert res.returncode == 0, four_node_smoke.output[-4000:]
     report = _report(cluster.workdir)
     assert run_cli("lint", str(report)).returncode == 0
     text = report.read_text()
@@ -112,7 +105,9 @@ def test_smoke_run_across_four_nodes_over_ssh(netns_cluster):
 
 @pytest.mark.timeout(1500)
 def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
-    cluster = netns_cluster(4)
+    # one gloo rank per node: the interrupted job is the inter-node one either way, and the session's
+    # uninterrupted 4-node run covers two ranks per node
+    cluster = netns_cluster(4, cpu_ranks_per_node=1)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cluster.config_path),
                              "--profile", "smoke"], cwd=cluster.workdir, env=env, stdout=subprocess.PIPE,
@@ -156,38 +151,59 @@ def _copy_checkout(dest: Path) -> Path:
     return dest
 
 
-@pytest.mark.timeout(3000)  # a torch wheel into a new venv, then the whole pipeline, on a loaded machine
-def test_readme_first_command_in_a_fresh_venv_without_torch(tmp_path):
+class ReadmeRun:
+    """The README's first command, run once as a new user runs it (see ``readme_run``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.src = root / "src"
+        self.venv = root / "venv"
+        self.work = root / "work"
+        self.scratch = root / "scratch"
+        self.env: dict[str, str] = {}
+        self.result: subprocess.CompletedProcess | None = None
+
+    def clustereval(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.venv / "bin" / "clustereval"), *args], cwd=self.work, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
     """A new user's first run: a venv with no torch, the package installed as the README says, the
-    README's first command. The PyTorch wheel index is not reachable here, pip's configured index is:
-    the eval Python is built from it, and the report says so."""
+    README's first command with no other input than where the scratch goes. The PyTorch wheel index
+    is not reachable here, pip's configured index is: the eval Python is built from it. Run once;
+    the tests below read different things of it."""
+    run = ReadmeRun(tmp_path_factory.mktemp("readme"))
+    _copy_checkout(run.src)
+    subprocess.run([sys.executable, "-m", "venv", str(run.venv)], check=True, timeout=300)
+    py = run.venv / "bin" / "python3"
+    assert subprocess.run([str(py), "-c", "import torch"], capture_output=True, timeout=60).returncode != 0
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PATH=f"{run.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(run.venv))
+    run.env = env
+    install = subprocess.run([str(py), "-m", "pip", "install", "-q", "."], cwd=run.src, env=env, capture_output=True,
+                             text=True, timeout=900)
+    assert install.returncode == 0, install.stderr[-3000:]
+    run.scratch.mkdir(parents=True)
+    run.work.mkdir()
+    (run.work / "cluster.toml").write_text(f'local_scratch = "{run.scratch}"\n')
+    run.result = run.clustereval("run", "--profile", "smoke", timeout=2400)
+    return run
+
+
+@pytest.mark.timeout(3000)  # the module's README run may start here: a torch wheel into a new venv, then the pipeline
+def test_readme_first_command_in_a_fresh_venv_without_torch(readme_run):
+    """The report of a new user's first run names no path of the interpreter, its venv or the
+    package's source, and says where the eval Python came from."""
     from clustereval.records.run import EvalPythonRecord
     from clustereval.runner import load_records
     from clustereval.store import RunStore
     from tests.reportcheck import problems
 
-    src = _copy_checkout(tmp_path / "src")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    py = venv / "bin" / "python3"
-    assert subprocess.run([str(py), "-c", "import torch"], capture_output=True, timeout=60).returncode != 0
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
-    install = subprocess.run([str(py), "-m", "pip", "install", "-q", "."], cwd=src, env=env, capture_output=True,
-                             text=True, timeout=900)
-    assert install.returncode == 0, install.stderr[-3000:]
-    work = tmp_path / "work"
-    scratch = tmp_path / "scratch"
-    scratch.mkdir(parents=True)
-    work.mkdir()
-    # the README's command with no other input than where this test's scratch goes
-    (work / "cluster.toml").write_text(f'local_scratch = "{scratch}"\n')
-    res = subprocess.run([str(venv / "bin" / "clustereval"), "run", "--profile", "smoke"], cwd=work, env=env,
-                         capture_output=True, text=True, timeout=2400)
+    res, venv, src = readme_run.result, readme_run.venv, readme_run.src
     assert res.returncode == 0, (res.stdout[-4000:], res.stderr[-3000:])
-    report = _report(work)
-    lint = subprocess.run([str(venv / "bin" / "clustereval"), "lint", str(report)], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=300)
+    report = _report(readme_run.work)
+    lint = readme_run.clustereval("lint", str(report), timeout=300)
     assert lint.returncode == 0, lint.stdout[-3000:]
     text = report.read_text()
     # the scan path is a report field; the interpreter, its venv and the package's source are not
@@ -203,4 +219,4 @@ def test_readme_first_command_in_a_fresh_venv_without_torch(tmp_path):
     if not ev.verified_newest:  # said once, in the Gaps of the section it affects
         assert text.count("which is not the newest release") == 1
     assert "cannot import torch" not in text and "**torchrun**" not in text
-    assert _leftover_files(scratch) == []
+    assert _leftover_files(readme_run.scratch) == []

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-
-TCSH = "/usr/bin/tcsh"
+from tests.conftest import TCSH
 
 
 def _tcsh_node(netns_cluster, num_nodes=1):
@@ -61,13 +59,24 @@ def test_run_put_get_and_popen_through_a_tcsh_login_shell(netns_cluster, tmp_pat
     assert not left
 
 
+def _tcsh_smoke(four_node_smoke):
+    """The session's 4-node smoke run, whose node0 logs in with tcsh."""
+    if four_node_smoke.tcsh_node is None:
+        pytest.skip("tcsh is not installed")
+    cluster = four_node_smoke.cluster
+    # node0 really has tcsh as the login shell: a quoted multi-line command line breaks there
+    raw = subprocess.run(cluster.ssh_argv(0, "sh -c 'echo one\necho two'"), capture_output=True, text=True,
+                         timeout=60)
+    assert raw.returncode != 0 and "Unmatched" in raw.stderr, (raw.stdout, raw.stderr)
+    return four_node_smoke
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_the_smoke_run_on_a_tcsh_node_completes_and_clears_its_scratch(netns_cluster, tmp_path):
-    cluster = _tcsh_node(netns_cluster)
-    cfg = cluster.write_config(reports_dir=str(tmp_path / "reports"))
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=900)
-    out = res.stdout + res.stderr
+@pytest.mark.timeout(1800)  # the session's 4-node smoke run may start here
+def test_the_smoke_run_on_a_tcsh_node_completes_and_clears_its_scratch(four_node_smoke):
+    run = _tcsh_smoke(four_node_smoke)
+    cluster, res = run.cluster, run.result
+    out = run.output
     assert res.returncode == 0, out[-4000:]
     assert "Unmatched" not in out
     left = subprocess.run(["find", str(cluster.node_scratch_dir(0)), str(cluster.shared_dir), "-path", "*/trash",
@@ -86,13 +95,12 @@ def _leftovers(*roots) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_after_the_4_node_smoke_run_nothing_is_left_outside_trash(netns_cluster, tmp_path):
+@pytest.mark.timeout(1800)  # the session's 4-node smoke run may start here
+def test_after_the_4_node_smoke_run_nothing_is_left_outside_trash(four_node_smoke):
     """One node logs in with tcsh; every node's scratch and the shared mount are searched with find."""
-    cluster = _tcsh_node(netns_cluster, num_nodes=4)
-    cfg = cluster.write_config(reports_dir=str(tmp_path / "reports"))
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", cwd=tmp_path, timeout=1500)
-    out = res.stdout + res.stderr
+    run = _tcsh_smoke(four_node_smoke)
+    cluster, res = run.cluster, run.result
+    out = run.output
     assert "report: " in out, out[-4000:]  # the run went through to its report
     assert "Unmatched" not in out and "REFUSED" not in out and "NOT cleared" not in out, out[-4000:]
     roots = [cluster.node_scratch_dir(i) for i in range(4)] + [cluster.shared_dir]

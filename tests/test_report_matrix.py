@@ -113,10 +113,10 @@ def network_of(hosts: list[str], num_gpus: int, *, conn_ok: bool = True, pairs: 
                                                 ok=conn_ok, rc_by_node={x: 0 for x in names},
                                                 endpoint="10.0.0.1:29500"))
     out: dict = {"connectivity": conn}
-    if num_gpus > 1:
+    if num_gpus > 1 or n > 1:  # one GPU alone has no intra-node sweep; several nodes have an inter-node one
         out["allreduce"] = AllreduceRecord(
             min_bytes=2**15, max_bytes=16 * GIB, nccl_env=NVLS,
-            intra=[sweep("intra-node", [x], num_gpus, 345.0 - i * 0.5) for i, x in enumerate(names)],
+            intra=[sweep("intra-node", [x], num_gpus, 345.0 - i * 0.5) for i, x in enumerate(names)] if num_gpus > 1 else [],
             inter=sweep("inter-node", names, num_gpus * n, 95.0) if n > 1 else None)
     if n > 1:
         if pairs is None:
@@ -255,6 +255,13 @@ def newest_torch_refused() -> dict:
     return rec
 
 
+def pairwise_without_a_sweep() -> dict:
+    """The all-reduce phase measured nothing (stopped before its inter-node sweep), pairwise ran."""
+    rec = full_run(4, 1)
+    del rec["allreduce"]
+    return rec
+
+
 def one_gpu_no_shared() -> dict:
     return full_run(1, 1, shared=False)
 
@@ -266,6 +273,8 @@ MATRIX = {
     "2 nodes": lambda: full_run(2, 8),
     "4 nodes": lambda: full_run(4, 8),
     "16 nodes": lambda: full_run(16, 8),
+    "4 nodes x 1 GPU": lambda: full_run(4, 1),
+    "pairwise without an all-reduce sweep": pairwise_without_a_sweep,
     "dead GPU": dead_gpu,
     "slow GPU in three passes": slow_gpu,
     "lost node mid-phase": lost_node,

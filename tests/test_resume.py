@@ -56,10 +56,30 @@ class Flaky:
         return rec
 
 
+class TwoSteps:
+    """Ctrl-C arrives during its first step; like the all-reduce phase it then skips the second
+    step and, having no failed step to report, says ok."""
+
+    name = "twosteps"
+    title = "A phase that stops between its steps"
+
+    def applies(self, ctx: RunContext) -> bool:
+        return True
+
+    def run(self, ctx: RunContext) -> PhaseRecord:
+        ATTEMPTS.append(self.name)
+        if not (ctx.store.raw_dir / "resumed").exists():
+            ctx.stop.set()  # what the first Ctrl-C does: stop after the current step
+        if not ctx.stop.is_set():
+            ATTEMPTS.append("second step")
+        return PhaseRecord()
+
+
 @pytest.fixture
 def phases(monkeypatch):
     monkeypatch.setitem(runner.PHASES, "boom", "tests.test_resume:Boom")
     monkeypatch.setitem(runner.PHASES, "flaky", "tests.test_resume:Flaky")
+    monkeypatch.setitem(runner.PHASES, "twosteps", "tests.test_resume:TwoSteps")
     ATTEMPTS.clear()
 
 
@@ -101,6 +121,21 @@ def test_partial_names_the_nodes_and_resume_runs_only_what_is_not_ok(tmp_path, p
     assert ctx.store.record_raw("flaky")["gaps"] == []  # the Gap is gone with the failure
     third = runner.execute(make_ctx(tmp_path, ctx.store), ["flaky"], gate=None)
     assert third.ran == [] and ATTEMPTS == ["flaky", "flaky"]  # ok: nothing to do
+
+
+def test_a_phase_that_saw_the_stop_runs_again_on_resume_even_when_it_says_ok(tmp_path, phases):
+    ctx = make_ctx(tmp_path)
+    first = runner.execute(ctx, ["twosteps"], gate=None)  # the last phase: no next phase sees the stop
+    assert first.interrupted and ATTEMPTS == ["twosteps"]
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    assert exit_status(first, ctx, True, quiet, quiet) == 130
+    state = ctx.store.load_state()
+    assert state.outcomes["twosteps"].interrupted and not state.done("twosteps")
+    (ctx.store.raw_dir / "resumed").write_text("")
+    again = runner.execute(make_ctx(tmp_path, ctx.store), ["twosteps"], gate=None)
+    assert again.ran == ["twosteps"] and not again.interrupted
+    assert ATTEMPTS == ["twosteps", "twosteps", "second step"]
+    assert ctx.store.load_state().done("twosteps")
 
 
 def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):

@@ -133,7 +133,7 @@ def _introduction(view: RunView, doc: Document, conn, ar, pw) -> None:
     if ar is not None:
         items.append(_sweep_item(view, ar))
     if pw is not None and pw.pairs:
-        items.append(_pairwise_item(view, pw))
+        items.append(_pairwise_item(view, pw, after_sweep=ar is not None))
     doc.heading(3, "Introduction", toc=bool(toc_label), toc_label=toc_label, note=note)
     doc.numbered(items)
     env = (ar.nccl_env if ar is not None else None) or (conn.nccl_env if conn is not None else None)
@@ -201,11 +201,15 @@ def _sweep_item(view: RunView, ar: AllreduceRecord) -> str:
             "unidirectional; 1 GBps = 10⁹ bytes per second. It ran at " + " and ".join(counts) + ".")
 
 
-def _pairwise_item(view: RunView, pw: PairwiseRecord) -> str:
+def _pairwise_item(view: RunView, pw: PairwiseRecord, *, after_sweep: bool) -> str:
+    """The pairwise pass; ``after_sweep``: the sweep's item above already introduced the tool and busbw."""
     n = len({x for p in pw.pairs for x in (p.a, p.b)})
-    return (f"{_tool(view, 'allreduce.py')} again, for the pairwise straggler hunt — every node paired with the "
+    tool = (f"{_tool(view, 'allreduce.py')} again, for" if after_sweep
+            else f"{_tool(view, 'allreduce.py')} (our all-reduce benchmark), for")
+    busbw = "busbw" if after_sweep else "busbw (bus bandwidth, what the fabric moves)"
+    return (f"{tool} the pairwise straggler hunt — every node paired with the "
             f"others ({len(pw.pairs)} pairs of {n} nodes, {pw.ranks_per_node * 2} ranks per pair), "
-            f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec_precise(pw.payload_bytes)} all-reduce busbw per pair, "
+            f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec_precise(pw.payload_bytes)} all-reduce {busbw} per pair, "
             f"with disjoint pairs running at the same time in {pw.num_rounds} rounds; a node is named only when "
             f"every sample of its pairs is more than {pw.threshold_pct:g}% below the slowest sample of the pairs "
             "between the other nodes, so the healthy pairs' own spread sets the bar.")
@@ -361,13 +365,16 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     if lines:
         doc.para(" ".join(lines))
     one = {p: an.median_row([x for x in ar.intra if x.rows], p) for p in (r.payload_bytes for r in s.rows)}
-    headers = ["payload", "algbw (GBps)", "busbw (GBps)", "1-node busbw (GBps)", "inter ÷ 1-node (×)"]
+    # the 1-node columns only where every payload has a 1-node figure (one GPU or rank per node has
+    # no intra-node sweep): an empty cell would assert an absence
+    compare = all(one.values())
+    headers = ["payload", "algbw (GBps)", "busbw (GBps)"] + (["1-node busbw (GBps)", "inter ÷ 1-node (×)"] if compare else [])
     rows = []
     for r in s.rows:
-        o = one.get(r.payload_bytes)
-        rows.append([iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s), gbps(o) if o else "",
-                     f"{r.busbw_gb_s / o:.2f}" if o else ""])
-    doc.table(headers, rows, "rrrrr")
+        o = one[r.payload_bytes]
+        rows.append([iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
+                    + ([gbps(o), f"{r.busbw_gb_s / o:.2f}"] if compare and o else []))
+    doc.table(headers, rows, "r" * len(headers))
     p = an.peak(s)
     assert p is not None
     so = an.scale_out(s, ar.intra)
