@@ -24,8 +24,8 @@ from clustereval.phases.scratch import check_declared, inside, normalize, scratc
 from clustereval.phases.settings import StorageSettings
 from clustereval.phases.storage import StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
-from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
-from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
+from clustereval.probes.filesystems import PSEUDO, volume_key
+from clustereval.probes.mounts import Mount, findmnt_argv, is_network, parse_findmnt
 from clustereval.records import Gap
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
@@ -57,7 +57,7 @@ def _describe(m: Mount) -> str:
 
 def _local_disk(m: Mount) -> bool:
     opts = m.options.split(",") if m.options else []
-    return (not is_shared(m.fstype) and m.fstype not in PSEUDO and m.source.startswith("/dev/")
+    return (not is_network(m.fstype) and m.fstype not in PSEUDO and m.source.startswith("/dev/")
             and "ro" not in opts and not any(inside(m.target, p.rstrip("/")) or m.target.startswith(p)
                                              for p in _NOT_LOCAL_DISK))
 
