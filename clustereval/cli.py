@@ -398,7 +398,7 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
 @click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml).")
 @click.option("--payload-mib", type=click.IntRange(1, 16384), default=None,
-              help="All-reduce payload per pair in MiB (default: 1024 on GPUs, 1 with gloo on CPUs).")
+              help="All-reduce payload per pair in MiB (default: 1024 on GPUs, 2 with gloo on CPUs).")
 @click.option("--reports-dir", help="Where the run folder goes (default from the config).")
 def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str | None) -> None:
     """All-reduce busbw for node pairs run in parallel rounds; flags pairs more than 5% below the mean

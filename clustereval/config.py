@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import getpass
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 ACCESS_METHODS = ("local", "ssh", "slurm", "kubectl")
 IMPLEMENTED_ACCESS = ("local", "ssh", "slurm", "kubectl")
@@ -155,20 +157,27 @@ def default_local_config() -> Config:
 _SLURM_TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)"
 
 
+def _known_items(table: dict, cls: type, section: str, problems: list[tuple[str, str, str]],
+                 ) -> Iterator[tuple[str, Any]]:
+    """The table's (key, value) pairs whose key is a field of ``cls``; each other key is added to
+    ``problems`` as it comes, so the problems keep the table's order."""
+    known = {f.name for f in fields(cls)}
+    for key, value in table.items():
+        if key in known:
+            yield key, value
+        else:
+            problems.append((key, f"unknown key `{key}` in [{section}]", f"known keys: {', '.join(sorted(known))}"))
+
+
 def slurm_config_from_table(table: dict) -> tuple[SlurmConfig, list[tuple[str, str, str]]]:
     """The ``[slurm]`` table -> ``SlurmConfig`` plus every problem as (key, message, hint).
 
     The cluster.toml loader turns each problem into a ``Problem`` with the key's file:line."""
     import re
-    from dataclasses import fields as dc_fields
 
     problems: list[tuple[str, str, str]] = []
-    known = {f.name for f in dc_fields(SlurmConfig)}
     values: dict = {}
-    for key, value in table.items():
-        if key not in known:
-            problems.append((key, f"unknown key `{key}` in [slurm]", f"known keys: {', '.join(sorted(known))}"))
-            continue
+    for key, value in _known_items(table, SlurmConfig, "slurm", problems):
         if key in ("nodes", "gpus_per_node", "wait_s"):
             low = 0 if key == "gpus_per_node" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -231,15 +240,10 @@ def kubectl_config_from_table(table: dict, base_dir: Path | None = None,
 
     ``kubeconfig`` is resolved against ``base_dir`` (cluster.toml's folder) and must exist."""
     import re
-    from dataclasses import fields as dc_fields
 
     problems: list[tuple[str, str, str]] = []
-    known = {f.name for f in dc_fields(KubectlConfig)}
     values: dict = {}
-    for key, value in table.items():
-        if key not in known:
-            problems.append((key, f"unknown key `{key}` in [kubectl]", f"known keys: {', '.join(sorted(known))}"))
-            continue
+    for key, value in _known_items(table, KubectlConfig, "kubectl", problems):
         if key in ("pods", "args"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 problems.append((key, f"[kubectl] {key} must be a list of strings",

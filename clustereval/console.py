@@ -21,17 +21,7 @@ from rich.console import Console
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
-
-def fmt_duration(seconds: float) -> str:
-    """``12 s``, ``3 min 05 s``, ``1 h 02 min``."""
-    total = max(0, int(round(seconds)))
-    minutes, secs = divmod(total, 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
+from clustereval.report.units import fmt_duration
 
 
 def phase_reason(record: Any) -> str:

@@ -1,6 +1,7 @@
 """Layout, df and dd parsers on hand-written fixtures shaped like the tools' real output."""
 
 from clustereval.probes import storage as p
+from clustereval.probes.mounts import is_network
 
 
 def read(fixtures, rel):
@@ -70,4 +71,4 @@ def test_type_names():
     from clustereval.report.storage import type_label
 
     assert type_label("lustre") == "Lustre" and type_label("ext4") == "ext4"
-    assert p.is_network("nfs4") and not p.is_network("xfs")
+    assert is_network("nfs4") and not is_network("xfs")

@@ -12,6 +12,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
+from clustereval.probes._text import last_line
 from clustereval.records.network import RendezvousPlan, RendezvousProbe
 
 STORE_NOT_LISTENING = "store-not-listening"
@@ -124,7 +125,7 @@ def last_error_line(text: str) -> str:
     for ln in reversed(lines):
         if re.search(r"(Error|Exception|NCCL WARN|error:|failed)", ln) and not ln.startswith("File "):
             return ln[:400]
-    return lines[-1][:400] if lines else ""
+    return last_line(text)[:400]
 
 
 def rendezvous_trouble(outputs: dict[str, str]) -> bool:

@@ -24,8 +24,8 @@ from clustereval.phases.scratch import check_declared, inside, normalize, scratc
 from clustereval.phases.settings import StorageSettings
 from clustereval.phases.storage import StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
-from clustereval.probes.filesystems import PSEUDO, is_shared, volume_key
-from clustereval.probes.mounts import Mount, findmnt_argv, parse_findmnt
+from clustereval.probes.filesystems import PSEUDO, volume_key
+from clustereval.probes.mounts import Mount, findmnt_argv, is_network, parse_findmnt
 from clustereval.records import Gap
 from clustereval.records.debug import FsDebugRecord
 from clustereval.records.storage import MountScan
@@ -57,7 +57,7 @@ def _describe(m: Mount) -> str:
 
 def _local_disk(m: Mount) -> bool:
     opts = m.options.split(",") if m.options else []
-    return (not is_shared(m.fstype) and m.fstype not in PSEUDO and m.source.startswith("/dev/")
+    return (not is_network(m.fstype) and m.fstype not in PSEUDO and m.source.startswith("/dev/")
             and "ro" not in opts and not any(inside(m.target, p.rstrip("/")) or m.target.startswith(p)
                                              for p in _NOT_LOCAL_DISK))
 
@@ -128,7 +128,10 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     every = list(nodes if nodes is not None else nodes_of(config, transport))
     config = with_nodes(config, every, transport)
     node = select_nodes(every, node_name, False)[0]
-    _require_directory(transport, node, path)  # before any run folder, snapshot or scan
+    settings = StorageSettings(fio_runtime_s=runtime_s, fio_ramp_s=ramp_s)
+    if file_sizes:  # the quick scan's own sizes; else the published ones
+        settings = dataclasses.replace(settings, file_sizes=file_sizes)
+    _require_directory(transport, node, path, settings.command_timeout_s)  # before any run folder, snapshot or scan
     # the user named this mount: it is declared for this workflow's scratch
     cfg = dataclasses.replace(config, shared_paths=tuple(dict.fromkeys([*config.shared_paths, path])))
     name = f"{config.name}-debug-fs"
@@ -158,7 +161,7 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     rec.storage_signals = _signals_for(snap, path, row.target)
 
     # 2-3. the quick scans and the layout, against a local folder on another filesystem
-    listed = transport.run(node, findmnt_argv(), timeout_s=60)
+    listed = transport.run(node, findmnt_argv(), timeout_s=settings.command_timeout_s)
     mounts = parse_findmnt(listed.stdout) if listed.ok else []
     local_path, rec.local_note = pick_local(path, normalize(cfg.local_scratch), mounts, node.name)
     if local_path is None:
@@ -167,11 +170,8 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
                                  "then run `clustereval debug fs` again"))
     elif local_path != normalize(cfg.local_scratch):
         ctx.config = dataclasses.replace(cfg, local_scratch=local_path)  # declared for this workflow's scratch
-    settings = StorageSettings(fio_runtime_s=runtime_s, fio_ramp_s=ramp_s)
-    if file_sizes:  # the quick scan's own sizes; else the published ones
-        settings = dataclasses.replace(settings, file_sizes=file_sizes)
     phase = StoragePhase(settings)
-    version = transport.run(node, [phase.fio, "--version"], timeout_s=60)
+    version = transport.run(node, [phase.fio, "--version"], timeout_s=settings.command_timeout_s)
     if not version.ok:
         rec.gaps.append(Gap(phase=rec.phase, node=node.name,
                             text=f"[`fio`]({fio_probe.FIO_URL}) is not installed on {node.name}, so {path} and the local disk were not "
@@ -211,10 +211,10 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     return rec, store
 
 
-def _require_directory(transport: Transport, node: Node, path: str) -> None:
+def _require_directory(transport: Transport, node: Node, path: str, timeout_s: float) -> None:
     """Refuse a file or a missing path at once: the scan would otherwise run to its end first."""
     res = transport.run(node, ["sh", "-c", 'if [ -d "$1" ]; then echo dir; elif [ -e "$1" ]; then echo other; '
-                                           'else echo none; fi', "sh", path], timeout_s=60)
+                                           'else echo none; fi', "sh", path], timeout_s=timeout_s)
     kind = res.stdout.strip() if res.ok else ""
     if kind == "other":
         parent = posixpath.dirname(path.rstrip("/")) or "/"

@@ -14,10 +14,12 @@ from clustereval.phases.pernode import each_node, hostname_of
 from clustereval.phases.remote import (
     ensure_node_scratch,
     interpreter_mismatch,
+    require_torch,
     worker_argv,
     worker_env,
 )
 from clustereval.phases.settings import GpuSettings
+from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import WorkerProc, is_event
 from clustereval.probes.gpu_procs import (
     COMPUTE_APPS_ARGV,
@@ -28,6 +30,7 @@ from clustereval.probes.gpu_procs import (
     parse_gpu_rows,
 )
 from clustereval.records import Gap
+from clustereval.records.compute import LemonRecord, MatmulRecord
 from clustereval.transport.base import Node
 
 # the code the report links (``publish_tools``): the worker first, then what it imports, beside it
@@ -82,6 +85,22 @@ def inventories(ctx: RunContext, settings: GpuSettings, phase: str, title: str) 
                                                          error=s.error.message if s.error else "no answer")
             for s in steps]
     return invs, [s.gap for s in steps if s.gap is not None]
+
+
+def prepare_matmul_pass(ctx: RunContext, settings: GpuSettings, phase: str, title: str,
+                        rec: MatmulRecord | LemonRecord) -> tuple[list[NodeGpus], list[NodeGpus], list[Gap]]:
+    """(every node's GPUs, the nodes that have some, the Gaps of nodes that could not be asked) for a
+    pass of the matmul worker. With no GPU anywhere ``rec`` is skipped with the one no-GPU Gap and no
+    node comes back live; else torch is required and the worker's code is published into ``rec``."""
+    invs, lost = inventories(ctx, settings, phase, title)
+    live = [i for i in invs if i.gpus]
+    if not live:
+        rec.status = "skipped"
+        rec.gaps.append(no_gpu_gap(invs))
+        return invs, [], lost
+    require_torch(ctx)
+    rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
+    return invs, live, lost
 
 
 

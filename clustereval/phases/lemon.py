@@ -11,19 +11,15 @@ from clustereval.analysis.gpu_passes import three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     BUSY_PLAN,
-    MATMUL_TOOLS,
     Guard,
     NodeGpus,
     PassAborted,
     busy_text,
-    inventories,
     launch,
-    no_gpu_gap,
+    prepare_matmul_pass,
 )
 from clustereval.phases.pernode import each_node
-from clustereval.phases.remote import require_torch
 from clustereval.phases.settings import GpuSettings
-from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import is_event
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import LemonGpu, LemonRecord, NodeLemon, ShapeTiming
@@ -42,14 +38,9 @@ class LemonPhase:
     def run(self, ctx: RunContext) -> LemonRecord:
         settings = self.settings
         rec = LemonRecord(size=settings.lemon_square, dtype=settings.dtype)
-        invs, lost = inventories(ctx, settings, self.name, "the lemon GEMM pass")
-        live = [i for i in invs if i.gpus]
+        invs, live, lost = prepare_matmul_pass(ctx, settings, self.name, "the lemon GEMM pass", rec)
         if not live:
-            rec.status = "skipped"
-            rec.gaps.append(no_gpu_gap(invs))
             return rec
-        require_torch(ctx)
-        rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
         by_name = {i.node.name: i for i in live}
         steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
                           lambda n: self._node(ctx, by_name[n.name]), what="the lemon GEMM worker")

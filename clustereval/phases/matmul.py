@@ -16,7 +16,6 @@ from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
-    MATMUL_TOOLS,
     NO_GPU_PLAN,
     Guard,
     LoadSet,
@@ -24,14 +23,11 @@ from clustereval.phases.gpunode import (
     PassAborted,
     busy_text,
     check_interpreter,
-    inventories,
     launch,
-    no_gpu_gap,
+    prepare_matmul_pass,
 )
 from clustereval.phases.pernode import each_node
-from clustereval.phases.remote import require_torch
 from clustereval.phases.settings import GpuSettings
-from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import WorkerProc
 from clustereval.records import Gap, from_dict
 from clustereval.records.compute import (
@@ -64,14 +60,9 @@ class MatmulPhase:
         rec = MatmulRecord(dtype=settings.dtype, grid=settings.grid or ("tiny" if settings.cpu else "default"),
                            soak_min_s=settings.soak_min_s, soak_max_s=settings.soak_max_s, settle_s=settings.settle_s,
                            sustain_s=settings.sustain_s)
-        invs, lost = inventories(ctx, settings, self.name, "the GPU performance pass")
-        live = [i for i in invs if i.gpus]
+        invs, live, lost = prepare_matmul_pass(ctx, settings, self.name, "the GPU performance pass", rec)
         if not live:
-            rec.status = "skipped"
-            rec.gaps.append(no_gpu_gap(invs))
             return rec
-        require_torch(ctx)
-        rec.tool_rel = publish_tools(ctx, *MATMUL_TOOLS)[0]
         passes = {i.node.name: NodePass(ctx, i, settings) for i in live}
         steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
                           lambda n: passes[n.name].run(), what="the matmul worker")

@@ -23,6 +23,7 @@ from clustereval.phases.tools import publish_tools
 from clustereval.probes import fio as fio_probe
 from clustereval.probes import storage as probe
 from clustereval.probes._text import last_line
+from clustereval.probes.mounts import is_network
 from clustereval.records import CommandResult, Gap
 from clustereval.records.environment import EnvironmentRecord, FilesystemInfo
 from clustereval.records.scratch import ScratchArea
@@ -450,7 +451,7 @@ def inventory(ctx: RunContext, volumes: dict[str, probe.DfRow]) -> list[Filesyst
             continue
         shared = path != "/" and path != normalize(ctx.config.local_scratch)
         fs = FilesystemInfo(mount=row.target, size_bytes=row.size_bytes, fstype=backing_type(ctx, row),
-                            source=row.source, shared=shared or probe.is_network(row.fstype))
+                            source=row.source, shared=shared or is_network(row.fstype))
         rows.append(fs)
         mounts.add(row.target)
     rows.sort(key=lambda fs: fs.mount != "/")

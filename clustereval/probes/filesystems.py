@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from clustereval.probes.df import DfSize
-from clustereval.probes.mounts import BlockDev, Mount
+from clustereval.probes.mounts import BlockDev, Mount, is_network
 from clustereval.records.environment import FilesystemInfo
 from clustereval.report.units import iec
 
@@ -22,19 +22,9 @@ PSEUDO = {
     "nsfs", "efivarfs", "ramfs", "selinuxfs", "nfsd", "fuse.lxcfs", "fuse.snapfuse", "fuse.portal",
     "squashfs", "iso9660", "erofs", "zram", "overlay", "shm", "none", "rootfs", "devfs", "udev",
 }
-NETWORK = {
-    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "virtiofs", "9p", "ceph", "glusterfs",
-    "wekafs", "panfs", "orangefs", "pvfs2", "afs", "fuse.ceph", "fuse.glusterfs", "fuse.gcsfuse", "fuse.s3fs",
-    "fuse.sshfs", "fuse.juicefs", "fuse.mountpoint-s3", "fuse.blobfuse2", "fuse.blobfuse", "fuse.weka",
-    "fuse.alluxio-fuse", "fuse.geesefs", "fuse.goofys", "fuse.rclone", "fuse.cvmfs2", "fuse.dbfs",
-}
 # file bind mounts a container runtime adds; they say which disk backs the container, nothing more
 _SYSTEM_PREFIXES = ("/etc/", "/dev/", "/proc", "/sys", "/run/", "/var/run/", "/boot", "/efi", "/snap/",
                     "/var/lib/docker/", "/var/lib/kubelet/", "/var/lib/containers/")
-
-
-def is_shared(fstype: str) -> bool:
-    return fstype in NETWORK
 
 
 def volume_key(m: Mount) -> str:
@@ -45,7 +35,7 @@ def volume_key(m: Mount) -> str:
         return "lustre:" + (lm.group(1) if lm else src)
     if src.startswith("/dev/"):
         return "dev:" + src
-    if m.majmin and not is_shared(m.fstype) and m.majmin not in ("0:0",):
+    if m.majmin and not is_network(m.fstype) and m.majmin not in ("0:0",):
         return "majmin:" + m.majmin
     return f"{m.fstype}:{src}"
 
@@ -55,7 +45,7 @@ def _skip(m: Mount) -> bool:
         return True
     if m.fstype in PSEUDO and m.target != "/":
         return True
-    if m.fstype.startswith("fuse.") and m.fstype not in NETWORK:
+    if m.fstype.startswith("fuse.") and not is_network(m.fstype):
         return True
     return False
 
@@ -139,7 +129,7 @@ def inventory(mounts: Sequence[Mount], blocks: Sequence[BlockDev] = (), df: Sequ
         if root.fstype in ("overlay", "aufs", "rootfs", "none", "fuse-overlayfs") or not root.source.startswith("/dev/"):
             system = [r for r in rows if r.target.startswith(("/etc/", "/dev/termination-log")) or r.target == "/tmp"]
             backing = _backing_of_overlay(root, system + [r for r in rows if r.target != "/"], blocks)
-            if backing is not None and not is_shared(backing.fstype):
+            if backing is not None and not is_network(backing.fstype):
                 root_key = volume_key(backing)
                 root_fs = FilesystemInfo(mount="/", size_bytes=root.size_bytes or backing.size_bytes,
                                          fstype=backing.fstype, source=backing.source)
@@ -151,9 +141,9 @@ def inventory(mounts: Sequence[Mount], blocks: Sequence[BlockDev] = (), df: Sequ
 
     groups: dict[str, list[Mount]] = {}
     for r in rows:
-        if r.target == "/" or _skip(r) or (not r.size_bytes and not is_shared(r.fstype)):
+        if r.target == "/" or _skip(r) or (not r.size_bytes and not is_network(r.fstype)):
             continue
-        if not is_shared(r.fstype) and not r.source.startswith("/dev/"):
+        if not is_network(r.fstype) and not r.source.startswith("/dev/"):
             continue
         groups.setdefault(volume_key(r), []).append(r)
 
@@ -164,7 +154,7 @@ def inventory(mounts: Sequence[Mount], blocks: Sequence[BlockDev] = (), df: Sequ
     for members in groups.values():
         rep = _representative(members, prefer)
         fs = FilesystemInfo(mount=rep.target, size_bytes=rep.size_bytes, fstype=rep.fstype, source=rep.source,
-                            shared=is_shared(rep.fstype),
+                            shared=is_network(rep.fstype),
                             aliases=sorted(m.target for m in members if m is not rep))
         fs.raid = md_description(fs.source, blocks)
         out.append(fs)

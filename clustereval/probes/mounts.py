@@ -13,6 +13,20 @@ from dataclasses import dataclass
 from clustereval.probes._text import body, size_bytes
 from clustereval.redact import mount_options
 
+# Network and parallel filesystem types: a mount of one is shared between nodes (or may be), so it
+# is never a node's local disk
+NETWORK_FSTYPES = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "virtiofs", "9p", "ceph", "cephfs",
+    "glusterfs", "wekafs", "panfs", "orangefs", "pvfs2", "afs", "sshfs", "fuse.ceph", "fuse.glusterfs",
+    "fuse.gcsfuse", "fuse.s3fs", "fuse.sshfs", "fuse.juicefs", "fuse.mountpoint-s3", "fuse.blobfuse2",
+    "fuse.blobfuse", "fuse.weka", "fuse.alluxio-fuse", "fuse.geesefs", "fuse.goofys", "fuse.rclone",
+    "fuse.cvmfs2", "fuse.dbfs",
+})
+
+
+def is_network(fstype: str) -> bool:
+    return fstype.lower() in NETWORK_FSTYPES
+
 
 def _unescape(text: str) -> str:
     """findmnt -r and /proc/mounts escape blanks as ``\\x20`` / ``\\040``."""

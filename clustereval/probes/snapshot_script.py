@@ -21,13 +21,10 @@ from dataclasses import dataclass
 
 from clustereval.probes.df import DF_ARGV, parse_df
 from clustereval.probes.gpu_procs import COMPUTE_APPS_FIELDS, parse_compute_apps
+from clustereval.probes.mounts import NETWORK_FSTYPES
 from clustereval.probes.nvsmi_query import SNAPSHOT_FIELDS, SNAPSHOT_FIELDS_MINIMAL, parse_rows
 from clustereval.probes.storage import parse_lfs_df
 from clustereval.records.snapshot import LustreMount, NodeReadings, ToolStatus
-
-# Filesystem types that are network or parallel filesystems (shared between nodes).
-SHARED_FSTYPES = ("lustre", "nfs", "nfs4", "beegfs", "gpfs", "cifs", "smb3", "ceph", "fuse.ceph",
-                  "glusterfs", "fuse.glusterfs", "wekafs", "virtiofs", "fuse.juicefs", "9p")
 
 _SCRIPT = r"""
 set +e
@@ -145,7 +142,7 @@ def build_script() -> str:
     return (_SCRIPT.replace("@@QUERYMIN@@", ",".join(SNAPSHOT_FIELDS_MINIMAL))
             .replace("@@QUERY@@", ",".join(SNAPSHOT_FIELDS))
             .replace("@@APPS@@", ",".join(COMPUTE_APPS_FIELDS))
-            .replace("@@SHARED@@", ",".join(SHARED_FSTYPES))
+            .replace("@@SHARED@@", ",".join(sorted(NETWORK_FSTYPES)))
             .replace("@@DF@@", " ".join(DF_ARGV)))
 
 

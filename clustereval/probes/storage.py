@@ -17,13 +17,6 @@ from clustereval.records.storage import LustreTarget
 # argv of the df the phase runs (paths appended); ``probes.df`` parses it
 DF_ARGV = [*_DF_ARGV, "--"]
 
-NETWORK_FSTYPES = {"lustre", "gpfs", "beegfs", "nfs", "nfs4", "cifs", "smb3", "virtiofs", "fuse.glusterfs",
-                   "glusterfs", "cephfs", "ceph", "fuse.ceph", "wekafs", "fuse.weka", "9p", "fuse.juicefs",
-                   "fuse.s3fs", "fuse.gcsfuse", "panfs", "fuse.sshfs", "sshfs", "fuse.mountpoint-s3"}
-
-
-def is_network(fstype: str) -> bool:
-    return fstype.lower() in NETWORK_FSTYPES
 
 
 # ---- human sizes in tool output -------------------------------------------------------------

@@ -9,6 +9,7 @@ and MSMF against the official BF16 figure, every GPU's number, slow and dead GPU
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -424,6 +425,22 @@ def _below(n: Any, gpu: int, passno: int) -> float:
     return (med - v) / med if med else 0.0
 
 
+def _note_bad_gpus(bad: dict[str, list[str]], nodes: Sequence[Any], measure: str, fmt: Callable[[float | None], str],
+                   dead_text: Callable[[Any], str]) -> None:
+    """Add each underperforming GPU's three passes and each dead GPU's cause under its label in
+    ``bad``; ``nodes`` are one three-pass phase's (matmul or lemon) nodes, ``measure`` what it timed."""
+    for n in nodes:
+        for gpu in n.underperforming:
+            g = next(x for x in n.gpus if x.gpu == gpu)
+            fracs = [_below(n, gpu, p) for p in range(3)]
+            nums = " / ".join(fmt(v) for v in g.tflops[:3])
+            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
+                f"{measure} {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
+        for gpu in n.dead:
+            g = next(x for x in n.gpus if x.gpu == gpu)
+            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(dead_text(g))
+
+
 def _frac_range(fracs: list[float]) -> str:
     lo, hi = min(fracs), max(fracs)
     return f"{lo:.1%}" if f"{lo:.1%}" == f"{hi:.1%}" else f"{100 * lo:.1f}–{hi:.1%}"
@@ -500,28 +517,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
                                                    f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where} "
                                                    "(the tool's message is under Hardware health)."))
     if mm:
-        for n in mm.nodes:
-            for gpu in n.underperforming:
-                g = next(x for x in n.gpus if x.gpu == gpu)
-                fracs = [_below(n, gpu, p) for p in range(3)]
-                nums = " / ".join(_tf(v) for v in g.tflops[:3])
-                bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
-                    f"MSMF {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
-            for gpu in n.dead:
-                g = next(x for x in n.gpus if x.gpu == gpu)
-                bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
-                    f"dead in the GPU performance pass: its MSMF measurement failed twice ({g.errors[-1] if g.errors else 'no result'})")
+        _note_bad_gpus(bad, mm.nodes, "MSMF", _tf, lambda g: "dead in the GPU performance pass: its MSMF measurement "
+                       f"failed twice ({g.errors[-1] if g.errors else 'no result'})")
     if lemon:
-        for ln in lemon.nodes:
-            for gpu in ln.underperforming:
-                g = next(x for x in ln.gpus if x.gpu == gpu)
-                fracs = [_below(ln, gpu, p) for p in range(3)]
-                nums = " / ".join(_tf1(v) for v in g.tflops[:3])
-                bad.setdefault(gpu_label(ln.hostname, ln.index, gpu), []).append(
-                    f"lemon GEMM {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
-            for gpu in ln.dead:
-                g = next(x for x in ln.gpus if x.gpu == gpu)
-                bad.setdefault(gpu_label(ln.hostname, ln.index, gpu), []).append(f"dead in the lemon GEMM pass: {g.error}")
+        _note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
     for label, parts in bad.items():
         result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + "."))
     if any(f.category == "underperforming" for f in result.findings):

@@ -1,4 +1,4 @@
-"""How the report writes quantities: IEC sizes, ranges, node lists. Pure."""
+"""How the report writes quantities: IEC sizes, durations, ranges, node lists. Pure."""
 
 from __future__ import annotations
 
@@ -72,6 +72,18 @@ def iec_precise(num_bytes: int) -> str:
         if num_bytes >= size:
             return f"{num_bytes / size:g} {unit}"
     return f"{num_bytes} B"
+
+
+def fmt_duration(seconds: float) -> str:
+    """``12 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    total = max(0, int(round(seconds)))
+    minutes, secs = divmod(total, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
 
 
 def fmt_num(value: float, digits: int = 1) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import abc
+import os
 import shlex
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +79,27 @@ def run_subprocess(node: str, argv: list[str], timeout_s: float, *, stdin: str |
         return CommandResult(node=node, argv=display_argv or argv, rc=127, stdout="",
                              stderr=f"{exc.filename or argv[0]}: command not found",
                              seconds=round(time.monotonic() - start, 3))
+
+
+def popen_held_stdin(argv: list[str], first_bytes: bytes = b"") -> subprocess.Popen:
+    """Start ``argv`` (stdout and stderr merged on ``proc.stdout``, in a session of its own) with a
+    stdin pipe only this process holds the write end of. Not ``proc.stdin``, which ``communicate()``
+    would close: this pipe reaches EOF exactly when the returned ``Popen`` is garbage collected or
+    this process goes away, and the watchdog at the far end stops the command then.
+    ``first_bytes`` is written before the start and is the only thing ever written to it."""
+    keep_r, keep_w = os.pipe()
+    try:
+        if first_bytes:
+            os.write(keep_w, first_bytes)
+        proc = subprocess.Popen(argv, stdin=keep_r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True)
+    except BaseException:
+        os.close(keep_w)
+        raise
+    finally:
+        os.close(keep_r)
+    weakref.finalize(proc, os.close, keep_w)
+    return proc
 
 
 def run_each(items: Iterable[T], fn: Callable[[T], R], max_workers: int = DEFAULT_FANOUT) -> list[Attempt[R]]:

@@ -21,7 +21,6 @@ import os
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from clustereval.transport.base import (
     Transport,
     copy_payload,
     env_prefix,
+    popen_held_stdin,
     run_parallel,
     unpack_copy,
 )
@@ -412,22 +412,12 @@ class KubectlTransport(Transport):
         is garbage collected, the command is stopped too."""
         inner = self._wrap(argv, env, cwd, None)
         full = self.exec_argv(node, ["sh", "-c", _WATCHDOG, "sh", *inner], stdin=True)
-        # kubectl's stdin is a pipe only we hold the write end of: it reaches EOF exactly when the
-        # handle or this process goes away, and the watchdog in the pod stops the command then
-        keep_r, keep_w = os.pipe()
+        # kubectl's stdin reaches EOF exactly when the handle or this process goes away, and the
+        # watchdog in the pod stops the command then
         try:
-            proc = subprocess.Popen(full, stdin=keep_r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", start_new_session=True)
+            return popen_held_stdin(full)
         except FileNotFoundError:
-            os.close(keep_w)
             raise _no_kubectl(self.binary) from None
-        except BaseException:
-            os.close(keep_w)
-            raise
-        finally:
-            os.close(keep_r)
-        weakref.finalize(proc, os.close, keep_w)
-        return proc
 
     # ---- files ---------------------------------------------------------------------------------
     def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:

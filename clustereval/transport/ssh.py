@@ -12,13 +12,11 @@ inside quotes on the command line are what csh-family login shells reject ("Unma
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from clustereval.transport.base import (
     Transport,
     env_prefix,
     pack_argv,
+    popen_held_stdin,
     shell_join,
     unpack_argv,
 )
@@ -317,26 +316,13 @@ class SshTransport(Transport):
         command = remote_command(argv, env=env, cwd=cwd)
         # the script line for `sh -s`; exec hands the connection's stdin to the watchdog unread
         script = ("exec " + shell_join(["sh", "-c", _WATCHDOG, "sh", command]) + "\n").encode()
-        # ssh's stdin is a pipe only we hold the write end of (not proc.stdin, which communicate()
-        # would close): it reaches EOF exactly when the handle or this process goes away. The script
-        # is the only thing ever written to it.
-        keep_r, keep_w = os.pipe()
-        try:
-            if len(script) >= 32768:
-                raise TransportError(node.name, f"a background command of {len(script)} bytes is too long",
-                                     "pass large inputs as files", error_id="command-too-long",
-                                     where=self.where(node))
-            os.write(keep_w, script)
-            proc = subprocess.Popen(self.ssh_argv(node, LOGIN_LINE), stdin=keep_r, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace",
-                                    start_new_session=True)
-        except BaseException:
-            os.close(keep_w)
-            raise
-        finally:
-            os.close(keep_r)
-        weakref.finalize(proc, os.close, keep_w)
-        return proc
+        # ssh's stdin reaches EOF exactly when the handle or this process goes away; the script is
+        # written before the start, so it must fit the pipe's buffer
+        if len(script) >= 32768:
+            raise TransportError(node.name, f"a background command of {len(script)} bytes is too long",
+                                 "pass large inputs as files", error_id="command-too-long",
+                                 where=self.where(node))
+        return popen_held_stdin(self.ssh_argv(node, LOGIN_LINE), script)
 
     # -- files ----------------------------------------------------------------------------------
     def put(self, node: Node, local: Path, remote: str, *, timeout_s: float = 300.0) -> None:

@@ -17,15 +17,7 @@ import argparse
 import math
 import time
 
-from clustereval.workers.distcommon import (
-    choose_backend,
-    emit,
-    finish,
-    init_group,
-    rank_env,
-    self_report,
-    setup_device,
-)
+from clustereval.workers.distcommon import emit, finish, init_group, start_rank
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -260,10 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     started = time.perf_counter()
-    env = rank_env()
-    backend = choose_backend(args.backend)
-    device = setup_device(backend, env.local_rank)
-    emit("hello", **self_report(backend, device))
+    env, backend, device = start_rank(args.backend)
     init_group(backend, device, args.timeout_s)
     n = dist.get_world_size()
     rank = dist.get_rank()

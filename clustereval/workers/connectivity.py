@@ -11,15 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from clustereval.workers.distcommon import (
-    choose_backend,
-    emit,
-    finish,
-    init_group,
-    rank_env,
-    self_report,
-    setup_device,
-)
+from clustereval.workers.distcommon import emit, finish, init_group, start_rank
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    env = rank_env()
-    backend = choose_backend(args.backend)
-    device = setup_device(backend, env.local_rank)
-    emit("hello", **self_report(backend, device))
+    env, backend, device = start_rank(args.backend)
     t0 = time.perf_counter()
     init_group(backend, device, args.timeout_s)
     n = dist.get_world_size()

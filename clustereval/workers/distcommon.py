@@ -112,6 +112,17 @@ def self_report(backend: str, device) -> dict[str, Any]:
     return info
 
 
+def start_rank(requested_backend: str) -> tuple[RankEnv, str, Any]:
+    """(this rank's identity, the backend, its torch.device): pick the backend, bind the device and
+    print the ``hello`` line, before the process group is joined (a join that hangs still shows who
+    came)."""
+    env = rank_env()
+    backend = choose_backend(requested_backend)
+    device = setup_device(backend, env.local_rank)
+    emit("hello", **self_report(backend, device))
+    return env, backend, device
+
+
 def init_group(backend: str, device, timeout_s: float = 120.0) -> None:
     import datetime
 

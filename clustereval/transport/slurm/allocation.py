@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from clustereval.config import SlurmConfig
 from clustereval.errors import TransportError, UsageError
 from clustereval.probes import slurm as probe
+from clustereval.report.units import fmt_duration
 from clustereval.transport.base import Node
 from clustereval.transport.slurm import client
 from clustereval.transport.slurm.failures import job_ended_error, salloc_error
@@ -244,21 +245,12 @@ class Allocation:
                 return False, f"{', '.join(missing)} not in Slurm job {job.job_id} ({job.node_list})"
             left = probe.parse_duration_s(job.time_limit)
             ran = probe.parse_duration_s(job.run_time) or 0
-            when = f", {_fmt_duration(left - ran)} of {job.time_limit} left" if left is not None else ", no time limit"
+            when = f", {fmt_duration(left - ran)} of {job.time_limit} left" if left is not None else ", no time limit"
             who = "requested by this run" if self.owned else "an existing allocation"
             return True, (f"Slurm job {job.job_id} ({who}): partition {job.partition}, {len(names)} "
                           f"node{'s' if len(names) != 1 else ''} {job.node_list}{when}")
         except (TransportError, UsageError) as exc:
             return False, exc.message
-
-
-def _fmt_duration(seconds: int) -> str:
-    seconds = max(0, seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 # Allocations this process asked for: cancelled at interpreter exit if nobody released them.
