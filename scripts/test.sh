@@ -26,4 +26,4 @@ python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout ruff
 python3 -m pip install -e .
 
 ruff check .
-python3 -m pytest -q
+python3 -m pytest -q --durations=25

@@ -143,7 +143,7 @@ def test_cli_needs_two_nodes_or_saved_pairs(tmp_path):
 def test_workflow_names_the_rate_limited_node_first(cluster3, tmp_path):
     """The real pairwise hunt (gloo across the namespaces) with node 1's link rate-limited by tc."""
     config = cluster3.write_config(tmp_path / "cluster.toml", reports_dir=str(tmp_path / "reports"),
-                                   rdzv_port=20000 + cluster3.ssh_port % 9000)
+                                   rdzv_port=20000 + cluster3.ssh_port % 9000, cpu_ranks_per_node=1)
     slow = cluster3.nodes[1].name
     cluster3.shape(1, rate_mbit=200)
     proc = run_cli("debug", "nccl", "--config", str(config), "--sample-seconds", "0.3", cwd=tmp_path, timeout=500)

@@ -45,10 +45,12 @@ def kube3():
 
 @pytest.fixture(scope="module")
 def smoke_run():
-    """One `clustereval run --profile smoke` over three pods, shared by the tests that read it."""
+    """One `clustereval run --profile smoke` over three pods, shared by the tests that read it; one
+    gloo rank per pod (the SSH bed's 4-node run covers two per node), so the report takes the
+    one-rank-per-node path (no intra-node sweep)."""
     bed = _bed(3)
     try:
-        config = bed.write_config()
+        config = bed.write_config(cpu_ranks_per_node=1)
         proc = run_cli("run", "--config", str(config), "--profile", "smoke", timeout=1500)
         reports = sorted((Path(bed.cluster.workdir) / "reports").glob("*.md"))
         texts = {p: p.read_text() for p in reports}
