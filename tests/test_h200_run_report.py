@@ -62,3 +62,22 @@ def test_the_fio_outputs_of_that_run_parse_to_the_cells_it_recorded():
         got = parse_fio_json((WITH_FIO / "storage" / f"fio-local-{label}-{cell['rw']}.json").read_text())
         assert got.rw == cell["rw"] and got.error == 0 and got.fio_version == "fio-3.33"
         assert abs(got.bw_mib_s - cell["bw_mib_s"]) < 1e-6 and abs(got.latency_msec - cell["latency_msec"]) < 1e-9
+
+
+NO_MSMF = RUNS / "raw-cluster-2026-12-01-1845Z"  # a smoke run on the 1x H200: its 2 s soaks settle no shape
+
+
+def test_a_search_without_an_msmf_shape_reports_mamf_and_says_why_in_the_gaps(tmp_path):
+    md, records = _rendered(tmp_path, NO_MSMF)
+    assert lint_text(md, path="cluster-2026-12-01-1845Z.md") == []
+    assert problems(md, records) == []
+    mamf = records["matmul"].nodes[0].search.mamf
+    perf = md.split("\n### GPU performance benchmarks\n", 1)[1].split("\n### ", 1)[0]
+    assert "MAMF vs official BF16 TFLOPS on NVIDIA H200 (989 TFLOPS):" in perf
+    assert f"**MAMF** (Maximum Achievable Matmul FLOPS) — {round(mamf.mean_tflops)} TFLOPS" in perf
+    assert "**MSMF**" not in perf and "| GPU | MSMF |" not in perf
+    assert "The held shape 12288×8192×16384: its clock was still changing" in perf
+    (gap,) = [g.text for g in records["matmul"].gaps]
+    assert gap.startswith("No matmul shape held gpu0 of vm at its power limit when pinned (12288×8192×16384 (its clock")
+    assert gap.endswith("so there is no MSMF shape.") and "()" not in gap  # one GPU: no other GPU to time
+    assert "### Gaps" in md.split("\n## Compute\n", 1)[1].split("\n## ", 1)[0]

@@ -111,7 +111,7 @@ def test_a_quick_window_is_said_and_an_unsteady_shape_is_named(tmp_path):
     md = render({"environment": cr.environment(num_gpus=1), "matmul": rec}).markdown
     perf = section(md, "GPU performance benchmarks")
     assert "This run's profile timed each held shape for 5 s, shorter than the standard profile's 10 s." in perf
-    assert (f"The held shape {held[0].m}×{held[0].n}×{held[0].k} its rate moved -1.2% from the first to the second "
+    assert (f"The held shape {held[0].m}×{held[0].n}×{held[0].k}: its rate moved -1.2% from the first to the second "
             "half of its 10 s window (beyond ±0.5%), so it was labelled UNSTEADY") in perf
     lint(md, tmp_path)
 

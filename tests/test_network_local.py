@@ -27,6 +27,12 @@ from clustereval.transport.local import LocalTransport
 SMALL = NetworkSettings(max_bytes=128 * 1024)
 
 
+@pytest.fixture(autouse=True)
+def cpu_node(monkeypatch):
+    """This machine as a node without GPUs, also where it has one: the gloo path is under test."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -210,9 +210,12 @@ class NodePass:
         self.rec.search = summary
         self._facts(proc)
         if summary.msmf is None:
-            suspects = ", ".join(f"{t.m}×{t.n}×{t.k} ({t.why})" for t in summary.sustained) or "none was large enough"
-            self.gap(f"No matmul shape held gpu{gpu0} of {self.node.name} at its power limit when pinned "
-                     f"({suspects}), so there is no MSMF shape and the other GPUs were not measured.",
+            # the pinned shapes and why each failed; a held shape without a reason only led to them
+            pinned = [f"{t.m}×{t.n}×{t.k} ({t.why})" for t in summary.sustained if t.stage != "hot" and t.why]
+            suspects = f" ({'; '.join(pinned)})" if pinned else " (none was large enough to reach it)"
+            rest = " to time the other GPUs at" if siblings else ""
+            self.gap(f"No matmul shape held gpu{gpu0} of {self.node.name} at its power limit when pinned{suspects}, "
+                     f"so there is no MSMF shape{rest}.",
                      "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
             return
         self.shape = self.rec.msmf_shape = summary.msmf.shape

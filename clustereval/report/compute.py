@@ -127,7 +127,9 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     facts = _facts(view, mm, lemon)
     spec = _spec(facts)
     ran_health = bool(health and any(n.ran for n in health.nodes))
-    ran_mm = bool(mm and any(n.gpus and any(v is not None for g in n.gpus for v in g.tflops) for n in mm.nodes))
+    # a search that found MAMF but no MSMF shape still ran: MAMF is reported, the Gap says why no MSMF
+    ran_mm = bool(mm and any((n.gpus and any(v is not None for g in n.gpus for v in g.tflops))
+                             or (n.search is not None and n.search.mamf is not None) for n in mm.nodes))
     ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
     doc.heading(2, "Compute")
     if facts and (ran_health or ran_mm or ran_lemon):
@@ -295,8 +297,10 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     doc.para(text + shortened(mm))
     gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")
     spec_tf = spec.bf16_tflops if spec else None
-    lead = (f"Two numbers vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
-            else f"Two numbers on {gpu}:")
+    with_msmf = any(_slowest(n) is not None for n in nodes)
+    numbers = "Two numbers" if with_msmf else "MAMF"  # without an MSMF shape the Gaps below say why
+    lead = (f"{numbers} vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
+            else f"{numbers} on {gpu}:")
     doc.para(lead)
     mamf_parts, msmf_parts = [], []
     for n in nodes:
@@ -326,6 +330,40 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        "survives once the matmul shape is large enough to pin the board at the power limit and the "
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
+    if with_msmf:
+        _msmf_table(doc, mm, nodes, spec_tf, multi)
+    for n in nodes:
+        trace_block(doc, raw_rel, n, multi, result)
+    sentences = _missing_msmf(mm) if with_msmf else []
+    for n in nodes:
+        if with_msmf:
+            sentences += _node_summary(n, multi, single_gpu)
+            sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
+        sentences += [w + "." for w in n.warnings]
+        sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
+        for t in (n.search.sustained if n.search else []):
+            if t.label == "SUSPECT":
+                held = "held" if t.stage == "hot" else "pinned"
+                sentences.append(f"The {held} shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
+                                 "MSMF candidate.")
+    if sentences:
+        doc.para(" ".join(sentences))
+
+
+def _missing_msmf(mm: MatmulRecord) -> list[str]:
+    """A sentence for each GPU the pass measured no MSMF on (the table holds numbers only)."""
+    out = []
+    for n in mm.nodes:
+        first = _first(n)
+        for g in n.gpus:
+            if first.get(g.gpu) is None:
+                why = g.errors[-1] if g.errors else "no result"
+                out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
+                           f"twice ({why}).")
+    return out
+
+
+def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool) -> None:
     firsts = [t for n in mm.nodes for t in _first(n).values() if t is not None]
     if firsts and all(t.held and t.temp_c is not None and _wmhz(t) for t in firsts):
         doc.para("The MSMF shape is the M×N×K that won the sustained regime; W / MHz / °C are the board power, SM clock "
@@ -336,16 +374,12 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                  "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
                  "The MSMF shape is the M×N×K that won the sustained regime.")
     rows = []
-    missing = []
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
             t = first.get(g.gpu)
             name = _gpu_name(n, g.gpu, multi)
-            if t is None:  # no measurement: a sentence below says why, the table holds numbers only
-                why = g.errors[-1] if g.errors else "no result"
-                missing.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
-                               f"twice ({why}).")
+            if t is None:  # no measurement: a sentence below the table says why (_missing_msmf)
                 continue
             value = round(held_rate(t))
             board = _wmhz(t, " / ", "")
@@ -360,21 +394,6 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     keep = [0, 1, 2] + ([3] if any(r[3] for r in rows) else []) + ([4] if all(r[4] for r in rows) else []) + \
         ([5] if spec_tf else [])
     doc.table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows], "lrl" + "r" * (len(keep) - 3))
-    for n in nodes:
-        trace_block(doc, raw_rel, n, multi, result)
-    sentences = list(missing)
-    for n in nodes:
-        sentences += _node_summary(n, multi, single_gpu)
-        sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
-        sentences += [w + "." for w in n.warnings]
-        sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
-        for t in (n.search.sustained if n.search else []):
-            if t.label == "SUSPECT":
-                held = "held" if t.stage == "hot" else "pinned"
-                sentences.append(f"The {held} shape {_shape(t)} {t.why}, so it was labelled SUSPECT and is not an "
-                                 "MSMF candidate.")
-    if sentences:
-        doc.para(" ".join(sentences))
 
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:
