@@ -109,9 +109,11 @@ def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
     # uninterrupted 4-node run covers two ranks per node
     cluster = netns_cluster(4, cpu_ranks_per_node=1)
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    # the phases around the interrupted job: one before it that must not run again, the job's own
+    # phase and one after it that must (pairwise adds launches, not a case)
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cluster.config_path),
-                             "--profile", "smoke"], cwd=cluster.workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                             "--profile", "smoke", "--phases", "environment,connectivity,allreduce,storage"],
+                            cwd=cluster.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     assert proc.stdout is not None
     for line in proc.stdout:
