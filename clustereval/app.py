@@ -119,7 +119,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
                 for line in lines:
                     ui.tell(line)
                 scratch_for(ctx).save_moves(moves)
-        rendered = render(store, config.access, prof.shortenings, config.targets.storage)
+        rendered = render(store, config.access, config.targets.storage)
         moved = store.write_report(rendered.markdown)
         store.write_raw("report.md.copy", rendered.markdown)
         save_summary(store, rendered, config.access, config.targets.storage, junit_path)
@@ -262,13 +262,11 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
              junit_path: Path | None = None) -> int:
     """``config``: the cluster.toml as it is now, so targets added since the run judge its figures."""
     store = RunStore.open(run_dir)
-    state = store.load_state()
     access = ""
     pre = store.record_raw("preflight")
     if pre:
         access = pre.get("access", "")
-    prof = PROFILES.get(state.profile, PROFILES["standard"])
-    rendered = render(store, access, prof.shortenings, config.targets.storage if config else None)
+    rendered = render(store, access, config.targets.storage if config else None)
     moved = store.write_report(rendered.markdown)
     save_summary(store, rendered, access, config.targets.storage if config else None, junit_path)
     ui = RunConsole(console, out, live=False)

@@ -81,3 +81,16 @@ def test_a_search_without_an_msmf_shape_reports_mamf_and_says_why_in_the_gaps(tm
     assert gap.startswith("No matmul shape held gpu0 of vm at its power limit when pinned (12288×8192×16384 (its clock")
     assert gap.endswith("so there is no MSMF shape.") and "()" not in gap  # one GPU: no other GPU to time
     assert "### Gaps" in md.split("\n## Compute\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_header_says_what_the_profile_shortened_of_what_ran(tmp_path):
+    quick, _ = _rendered(tmp_path, WITH_FIO)
+    (line,) = [ln for ln in quick.splitlines() if ln.startswith("- Shortened run")]
+    # one GPU: no all-reduce sweep ran, so its shortening is not said
+    assert line == ("- Shortened run (`--profile quick`): each storage IO run lasted 10 s of timed IO instead of "
+                    "the published 3 min")
+    smoke, _ = _rendered(tmp_path / "smoke", NO_MSMF)
+    (line,) = [ln for ln in smoke.splitlines() if ln.startswith("- Shortened run")]
+    assert line.startswith("- Shortened run (`--profile smoke`): this was a smoke run, a rehearsal of the pipeline")
+    assert "each matmul shape was timed for 0.5 s with at most 2 s to settle" in line
+    assert "the concurrent write" not in line  # one node: no concurrent write

@@ -130,11 +130,31 @@ def write_header(view: RunView, doc: Document) -> None:
         lines.append(f"Nodes / GPUs: {plural(count, 'node')} ({names}), {gpus}")
     else:
         lines.append(f"Nodes / GPUs: {plural(count, 'node')}")
+    said = [text for phase, text in view.shortenings if not phase or _measured(view, phase)]
+    if said:  # a profile shorter than the published runs: said before any figure
+        lines.append(f"Shortened run (`--profile {view.profile}`): " + "; ".join(said))
     if view.interrupted:
         lines.append("Status: the run was interrupted; the sections below hold what finished")
     doc.bullets(lines)
     doc.para(f"Raw logs: [`{view.raw_rel}/`]({view.raw_rel}/).")
     doc.toc_here("Table of Contents")
+
+
+def _measured(view: RunView, what: str) -> bool:
+    """Whether the run measured what a shortening of its profile applies to: a phase's name, or
+    ``concurrent`` for the storage phase's concurrent write."""
+    rec = view.get("storage" if what == "concurrent" else what)
+    if rec is None or getattr(rec, "status", "") == "skipped":
+        return False
+    if what == "allreduce":
+        return bool(rec.intra or rec.inter)
+    if what == "matmul":
+        return any(n.search is not None for n in rec.nodes)
+    if what == "concurrent":
+        return rec.concurrent is not None
+    if what == "storage":
+        return bool((rec.local is not None and rec.local.cells) or rec.shared)
+    return True
 
 
 # -- Environment --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class RunView:
     access: str
     records: dict[str, Any] = field(default_factory=dict)
     profile: str = "standard"
-    shortenings: tuple[str, ...] = ()
+    shortenings: tuple[tuple[str, str], ...] = ()  # (phase, sentence), from the run's profile
     interrupted: bool = False
     targets: Any = None  # storage targets (config.StorageTarget list) read at render time; None: the record's
 
