@@ -103,6 +103,9 @@ def test_ctrl_c_reaches_the_main_thread_while_every_node_still_runs():
         release.wait(60)
         return i
 
+    # Python's own Ctrl-C handler, also when this suite was started in the background (a shell
+    # starts a background job with SIGINT ignored, and Python keeps what it inherits)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
     t0 = time.monotonic()
     try:
@@ -111,3 +114,4 @@ def test_ctrl_c_reaches_the_main_thread_while_every_node_still_runs():
         assert time.monotonic() - t0 < 5
     finally:
         release.set()
+        signal.signal(signal.SIGINT, before)
