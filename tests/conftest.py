@@ -156,10 +156,6 @@ class SmokeRun:
     def output(self) -> str:
         return self.result.stdout + self.result.stderr
 
-    def report(self) -> Path:
-        (report,) = sorted((self.cluster.workdir / "reports").glob("*.md"))
-        return report
-
 
 @pytest.fixture(scope="session")
 def four_node_smoke():

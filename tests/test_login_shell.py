@@ -13,15 +13,19 @@ import pytest
 from tests.conftest import TCSH
 
 
+def _assert_tcsh_login(cluster) -> None:
+    """Node0 really has tcsh as the login shell: a quoted multi-line command line breaks there."""
+    raw = subprocess.run(cluster.ssh_argv(0, "sh -c 'echo one\necho two'"), capture_output=True, text=True,
+                         timeout=60)
+    assert raw.returncode != 0 and "Unmatched" in raw.stderr, (raw.stdout, raw.stderr)
+
+
 def _tcsh_node(netns_cluster, num_nodes=1):
     if not Path(TCSH).exists():
         pytest.skip("tcsh is not installed")
     cluster = netns_cluster(num_nodes)
     cluster.set_login_shell(0, TCSH)
-    # the node really has tcsh as the login shell: a quoted multi-line command line breaks there
-    raw = subprocess.run(cluster.ssh_argv(0, "sh -c 'echo one\necho two'"), capture_output=True, text=True,
-                         timeout=60)
-    assert raw.returncode != 0 and "Unmatched" in raw.stderr, (raw.stdout, raw.stderr)
+    _assert_tcsh_login(cluster)
     return cluster
 
 
@@ -63,11 +67,7 @@ def _tcsh_smoke(four_node_smoke):
     """The session's 4-node smoke run, whose node0 logs in with tcsh."""
     if four_node_smoke.tcsh_node is None:
         pytest.skip("tcsh is not installed")
-    cluster = four_node_smoke.cluster
-    # node0 really has tcsh as the login shell: a quoted multi-line command line breaks there
-    raw = subprocess.run(cluster.ssh_argv(0, "sh -c 'echo one\necho two'"), capture_output=True, text=True,
-                         timeout=60)
-    assert raw.returncode != 0 and "Unmatched" in raw.stderr, (raw.stdout, raw.stderr)
+    _assert_tcsh_login(four_node_smoke.cluster)
     return four_node_smoke
 
 
@@ -79,10 +79,8 @@ def test_the_smoke_run_on_a_tcsh_node_completes_and_clears_its_scratch(four_node
     out = run.output
     assert res.returncode == 0, out[-4000:]
     assert "Unmatched" not in out
-    left = subprocess.run(["find", str(cluster.node_scratch_dir(0)), str(cluster.shared_dir), "-path", "*/trash",
-                           "-prune", "-o", "(", "-name", "cluster-eval-*", "-o", "-name", "torchelastic_*",
-                           "-o", "-name", "*.pid", ")", "-print"], capture_output=True, text=True, check=True)
-    assert left.stdout == "", left.stdout
+    left = _leftovers(cluster.node_scratch_dir(0), cluster.shared_dir)
+    assert left == "", left
     assert "scratch:" in res.stdout and "moved" in res.stdout
 
 

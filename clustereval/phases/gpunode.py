@@ -103,7 +103,6 @@ def prepare_matmul_pass(ctx: RunContext, settings: GpuSettings, phase: str, titl
     return invs, live, lost
 
 
-
 BUSY_PLAN = "find out whose processes these are and re-run the pass when the GPUs are free (`clustereval run --resume RUN_DIR`)"
 
 

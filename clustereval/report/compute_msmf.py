@@ -92,8 +92,7 @@ def steadiness_sentences(n: NodeMatmul, multi: bool) -> list[str]:
     out = []
     for t in (n.search.sustained if n.search else []):
         if t.label == UNSTEADY:
-            how = "held" if t.stage == "hot" or t.held else "pinned"
-            out.append(f"The {how} shape {_shape(t)}: {t.why}, so it was labelled UNSTEADY and is not an MSMF candidate.")
+            out.append(f"The held shape {_shape(t)}: {t.why}, so it was labelled UNSTEADY and is not an MSMF candidate.")
     for g in n.gpus:
         for t in g.timings:
             if t is not None and t.label == UNSTEADY:

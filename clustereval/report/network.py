@@ -373,7 +373,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     for r in s.rows:
         o = one[r.payload_bytes]
         rows.append([iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
-                    + ([gbps(o), f"{r.busbw_gb_s / o:.2f}"] if compare and o else []))
+                    + ([gbps(o), f"{r.busbw_gb_s / o:.2f}"] if compare else []))
     doc.table(headers, rows, "r" * len(headers))
     p = an.peak(s)
     assert p is not None
