@@ -29,6 +29,7 @@ from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.phases.settings import PROFILES, PairwiseSettings
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
+from clustereval.report.gaps import say
 from clustereval.report.lint import lint_text
 from clustereval.report.render import Rendered
 from clustereval.runner import Interrupts, clear_scratch, execute, phase_names, render, unfinished
@@ -309,7 +310,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
         transport.close()
     for line in pairwise_lines(record):
         ui.tell(line)
-    for gap in record.gaps:
+    for gap in map(say, record.gaps):
         ui.note(f"gap: {gap.text}")
     ui.note(f"run folder: {store.raw_dir}")
     return EXIT_OK if any(p.busbw_gb_s is not None for p in record.pairs) else EXIT_FAILED

@@ -355,7 +355,9 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
         out.print(line, markup=False)
     for line in cleanup_lines(rec.scratch, str(store.raw_dir)):
         out.print(line, markup=False)
-    for gap in rec.gaps:
+    from clustereval.report.gaps import say
+
+    for gap in map(say, rec.gaps):
         console.print(f"gap: {gap.text}", markup=False)
     console.print(f"run folder: {store.raw_dir}", markup=False)
     if rec.evidence_dir:
@@ -388,7 +390,9 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
                               sample_s=sample_seconds, progress=ui.progress)
     for line in report_lines(rec):
         out.print(line, markup=False)
-    for gap in rec.gaps:
+    from clustereval.report.gaps import say
+
+    for gap in map(say, rec.gaps):
         console.print(f"gap: {gap.text}", markup=False)
     console.print(f"run folder: {store.raw_dir}", markup=False)
     sys.exit(0 if rec.shared is not None and rec.shared.complete else 1)

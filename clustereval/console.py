@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
+from clustereval.report.gaps import say
 from clustereval.report.units import fmt_duration
 
 
@@ -225,9 +226,9 @@ def show_preflight(record: Any, out: Console) -> None:
             if item.need in record.missing:
                 out.print(f"  - {item.need}: {item.hint}", markup=False)
         needs = {item.need for item in record.checklist}
-        for gap in record.gaps:  # what a node lacks (a configured path): named with the node and the fix
+        for gap in map(say, record.gaps):  # what a node lacks (a configured path): named with the node and the fix
             if gap.node and not any(gap.text.startswith(f"Missing before the eval can start: {n}") for n in needs):
                 out.print(f"  - {gap.text} (fix: {gap.plan})" if gap.plan else f"  - {gap.text}", markup=False)
-    for gap in record.gaps:
+    for gap in map(say, record.gaps):
         if not record.missing:
             out.print(f"- {gap.text} (plan: {gap.plan})" if gap.plan else f"- {gap.text}", markup=False)

@@ -93,14 +93,13 @@ def run_phase(phase: Phase, ctx: RunContext) -> Any:
     try:
         record = phase.run(ctx)
     except ClusterEvalError as exc:
-        record = _failed_record(phase, f"{phase.title} did not complete: {exc.message}",
-                                exc.hint or "fix the error above and run `clustereval run --resume RUN_DIR`")
+        record = _failed_record(phase, "phase.error", {"title": phase.title, "message": exc.message,
+                                                       "hint": exc.hint or ""})
     except Exception as exc:  # noqa: BLE001 - a defect of ours must not lose the other phases' results
         rel = f"errors/{phase.name}.txt"
         ctx.raw(rel, traceback.format_exc())
-        record = _failed_record(phase, f"{phase.title} stopped on an error in clustereval itself "
-                                       f"({type(exc).__name__}: {exc}).",
-                                f"report it with {ctx.store.raw_rel}/{rel}; the other phases' results stand")
+        record = _failed_record(phase, "phase.defect", {"title": phase.title, "error": f"{type(exc).__name__}: {exc}",
+                                                        "log": f"{ctx.store.raw_rel}/{rel}"})
         ctx.defects[phase.name] = f"{type(exc).__name__}: {exc}"
     if isinstance(record, PhaseRecord):
         record.phase = record.phase or phase.name
@@ -110,11 +109,11 @@ def run_phase(phase: Phase, ctx: RunContext) -> Any:
     return record
 
 
-def _failed_record(phase: Phase, text: str, plan: str) -> Any:
+def _failed_record(phase: Phase, kind: str, facts: dict[str, Any]) -> Any:
     cls = RECORD_TYPES.get(phase.name, PhaseRecord)
     record = cls()
     record.status = "failed"
-    record.gaps = [Gap(phase=phase.name, text=text, plan=plan)]
+    record.gaps = [Gap(phase=phase.name, kind=kind, facts=facts)]
     return record
 
 
@@ -127,7 +126,7 @@ def outcome_of(name: str, record: Any, ctx: RunContext) -> PhaseOutcome:
         status = "failed"
     failed = dict(ctx.node_failures.get(name, {}))
     if status in ("partial", "failed"):
-        failed.update({g.node: g.text for g in getattr(record, "gaps", []) if getattr(g, "node", "")})
+        failed.update({g.node: g.kind or g.text for g in getattr(record, "gaps", []) if getattr(g, "node", "")})
     cells = []
     for scan in [getattr(record, "local", None), *getattr(record, "shared", [])]:
         for cell in getattr(scan, "cells", []) if scan is not None else []:

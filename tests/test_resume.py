@@ -14,7 +14,8 @@ from clustereval import runner
 from clustereval.app import exit_status
 from clustereval.config import default_local_config
 from clustereval.phases.base import RunContext
-from clustereval.records import Gap, PhaseRecord
+from clustereval.records import Gap, PhaseRecord, from_dict
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -101,7 +102,9 @@ def test_a_defect_in_a_phase_fails_that_phase_and_exits_3(tmp_path, phases):
     assert state.outcomes["boom"].status == "failed" and "KeyError" in state.outcomes["boom"].defect
     assert "KeyError" in (ctx.store.raw_dir / "errors" / "boom.txt").read_text()
     rec = ctx.store.record_raw("boom")
-    assert "stopped on an error in clustereval itself" in rec["gaps"][0]["text"]
+    gap = from_dict(Gap, rec["gaps"][0])
+    assert gap.kind == "phase.defect" and not gap.text  # the record holds the facts; the report words them
+    assert "stopped on an error in clustereval itself" in say(gap).text
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - closed with the process
     assert exit_status(outcome, ctx, True, quiet, quiet) == 3
 

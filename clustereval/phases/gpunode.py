@@ -66,15 +66,9 @@ def inventory(ctx: RunContext, node: Node, settings: GpuSettings) -> NodeGpus:
     return out
 
 
-NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvidia-smi`, or accept that this "
-               "cluster has no GPU results")
-
-
 def no_gpu_gap(invs: list[NodeGpus]) -> Gap:
     """One Gap for the three compute phases (phase "compute"), so the close-out lists it once."""
-    why = "; ".join(f"{i.node.name}: {i.error}" for i in invs)
-    return Gap(phase="compute", text=f"No NVIDIA GPU answered on any node ({why}), so the compute passes did not run.",
-               plan=NO_GPU_PLAN)
+    return Gap(phase="compute", kind="gpu.none", facts={"nodes": [[i.node.name, i.error] for i in invs]})
 
 
 def inventories(ctx: RunContext, settings: GpuSettings, phase: str, title: str) -> tuple[list[NodeGpus], list[Gap]]:

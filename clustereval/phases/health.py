@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
-from clustereval.phases.gpunode import NO_GPU_PLAN, NodeGpus, no_gpu_gap
+from clustereval.phases.gpunode import NodeGpus, no_gpu_gap
 from clustereval.phases.pernode import each_node, hostname_of
 from clustereval.phases.settings import HealthSettings
 from clustereval.probes._text import last_line
-from clustereval.probes.dcgmi import DIAG_URL, connection_error, cuda_major, diag_argv, parse_diag
+from clustereval.probes.dcgmi import connection_error, cuda_major, diag_argv, parse_diag
 from clustereval.records import Gap
 from clustereval.records.compute import HealthRecord, NodeHealth
 from clustereval.transport.base import Node
@@ -25,24 +25,8 @@ _HEALTH_PROBE = ("command -v dcgmi >/dev/null 2>&1 && echo have:dcgmi; "
                  "nvidia-smi 2>/dev/null | grep -m1 'CUDA Version' || true")
 
 
-def dcgm_install_plan(os_line: str, cuda: str) -> str:
-    """The package and commands for this OS; the CUDA major comes from the driver."""
-    pkg = f"datacenter-gpu-manager-4-cuda{cuda or '<CUDA major from nvidia-smi>'}"
-    ident = os_line.lower()
-    if any(d in ident for d in ("ubuntu", "debian")):
-        how = f"add NVIDIA's CUDA repository (the `cuda-keyring` package), then `sudo apt-get install -y {pkg}`"
-    elif any(d in ident for d in ("rhel", "rocky", "centos", "fedora", "almalinux", "amzn")):
-        how = f"add NVIDIA's CUDA repository, then `sudo dnf install -y {pkg}`"
-    else:
-        how = (f"add NVIDIA's CUDA repository, then install `{pkg}` (`apt-get` on Debian/Ubuntu, "
-               "`dnf` on RHEL/Rocky)")
-    return f"{how}; then re-run with `clustereval run --resume RUN_DIR` (or accept the gap)"
-
-
 def dcgm_missing_gap(node: str, os_line: str, cuda: str) -> Gap:
-    return Gap(HealthPhase.name, f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {node}, "
-                                 "so the hardware health check did not run there.",
-               dcgm_install_plan(os_line, cuda), node)
+    return Gap(HealthPhase.name, node=node, kind="health.dcgm-missing", facts={"os": os_line, "cuda": cuda})
 
 
 class HealthPhase:
@@ -59,8 +43,7 @@ class HealthPhase:
         rec = HealthRecord(level=self.settings.level)
         if self.settings.cpu:
             rec.status = "skipped"
-            rec.gaps.append(Gap(phase=self.name, text="The GPUs were CPU stand-ins, so the hardware health check did not run.",
-                                plan=NO_GPU_PLAN))
+            rec.gaps.append(Gap(phase=self.name, kind="health.cpu-stand-ins"))
             return rec
         steps = each_node(ctx, self.name, "the hardware health check", ctx.nodes, lambda n: self._node(ctx, n),
                           what=f"`dcgmi diag -r {self.settings.level}`")
@@ -90,8 +73,7 @@ class HealthPhase:
         os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
         cuda = cuda_major(probe.stdout)
         if "nvidia-smi" not in have:
-            return None, [Gap(self.name, f"{node.name} has no NVIDIA driver (nvidia-smi is not installed), so the "
-                                         "hardware health check did not run there.", NO_GPU_PLAN, node.name)]
+            return None, [Gap(self.name, node=node.name, kind="health.no-driver")]
         nh = NodeHealth(node=node.name, index=node.index, hostname=hostname_of(ctx, node), level=self.settings.level)
         if "dcgmi" not in have:
             nh.errors.append("dcgmi is not installed")
@@ -106,11 +88,7 @@ class HealthPhase:
             if not disc.ok:
                 why = last_line(disc.stdout + "\n" + disc.stderr, "no output")[:200]
                 nh.errors.append(why)
-                return nh, [Gap(self.name, f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be "
-                                           f"reached on {node.name} ({why}), so the hardware health check did not run "
-                                           "there.",
-                                "run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it "
-                                "on the node, then re-run with `clustereval run --resume RUN_DIR`", node.name)]
+                return nh, [Gap(self.name, node=node.name, kind="health.hostengine-unreachable", facts={"why": why})]
             res = ctx.transport.run(node, diag_argv(self.settings.level), timeout_s=self.settings.diag_timeout_s)
             nh.log_rel = f"health/dcgm-diag-r{self.settings.level}-{node.name}.txt"
             ctx.raw(nh.log_rel, f"$ dcgmi diag -r {self.settings.level}\n{res.stdout}{res.stderr}")
@@ -120,10 +98,8 @@ class HealthPhase:
             if not report.ran:
                 why = (f"timed out after {self.settings.diag_timeout_s / 60:g} min" if res.timed_out
                        else last_line(res.stdout + "\n" + res.stderr, "no output")[:200])
-                return nh, [Gap(self.name, f"[`dcgmi diag -r {self.settings.level}`]({DIAG_URL}) did not complete on "
-                                           f"{node.name} ({why}).",
-                                "read the log in the raw folder, fix what it names (privileges, other DCGM clients), "
-                                "and re-run with `clustereval run --resume RUN_DIR`", node.name)]
+                return nh, [Gap(self.name, node=node.name, kind="health.diag-incomplete",
+                                facts={"level": self.settings.level, "why": why})]
             return nh, []
         finally:
             if nh.hostengine_started:

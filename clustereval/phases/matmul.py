@@ -16,7 +16,6 @@ from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
-    NO_GPU_PLAN,
     Guard,
     LoadSet,
     NodeGpus,
@@ -79,8 +78,8 @@ class MatmulPhase:
         rec.gaps += lost
         for inv in invs:
             if not inv.gpus and not any(g.node == inv.node.name for g in lost):
-                rec.gaps.append(Gap(self.name, f"{inv.node.name} has no GPU ({inv.error}), so it has no MSMF.",
-                                    NO_GPU_PLAN, inv.node.name))
+                rec.gaps.append(Gap(self.name, node=inv.node.name, kind="matmul.node-without-gpu",
+                                    facts={"error": inv.error}))
         self.merged(ctx, rec)
         if rec.gaps and rec.status == "ok":
             rec.status = "partial" if any(n.gpus for n in rec.nodes) else "failed"

@@ -21,7 +21,6 @@ from clustereval.transport.base import Node, run_each
 
 T = TypeVar("T")
 
-RESUME_PLAN = "check the node answers (`ssh NODE true`), then `clustereval run --resume RUN_DIR`"
 PROBE_TIMEOUT_S = 15.0  # the second look at a node after a transient failure
 _LOCK = threading.Lock()
 
@@ -96,20 +95,16 @@ def live(ctx: RunContext, nodes: list[Node]) -> list[Node]:
 
 
 def lost_gap(ctx: RunContext, phase: str, title: str, node: Node) -> Gap:
-    return Gap(phase=phase, node=node.name,
-               text=f"`{node_label(ctx, node)}` was left out of {title}: it stopped answering earlier in the run "
-                    f"({ctx.lost_nodes.get(node.name, 'lost')}).",
-               plan=RESUME_PLAN.replace("NODE", node.address))
+    return Gap(phase=phase, node=node.name, kind="node.lost",
+               facts={"label": node_label(ctx, node), "title": title, "address": node.address,
+                      "why": ctx.lost_nodes.get(node.name, "")})
 
 
 def error_gap(ctx: RunContext, phase: str, title: str, node: Node, exc: ClusterEvalError, what: str) -> Gap:
-    lost = gone(exc)
-    during = f"`{exc.during}`" if getattr(exc, "during", "") else what
-    verb = "stopped answering" if lost else "failed"
-    return Gap(phase=phase, node=node.name,
-               text=f"`{node_label(ctx, node)}` {verb} in {title} while {during} ran "
-                    f"(error[{exc.error_id}]: {exc.message}), so {title} has no result from it.",
-               plan=exc.hint or RESUME_PLAN.replace("NODE", node.address))
+    return Gap(phase=phase, node=node.name, kind="node.error",
+               facts={"label": node_label(ctx, node), "title": title, "address": node.address,
+                      "during": f"`{exc.during}`" if getattr(exc, "during", "") else what, "lost": gone(exc),
+                      "error_id": exc.error_id, "message": exc.message, "hint": exc.hint or ""})
 
 
 def each_node(ctx: RunContext, phase: str, title: str, nodes: list[Node], fn: Callable[[Node], T], *,

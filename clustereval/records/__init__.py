@@ -122,12 +122,20 @@ class CommandResult:
 
 @dataclass
 class Gap:
-    """Something a phase needed and could not do; the report's ``### Gaps`` and the close-out list it."""
+    """Something a phase needed and could not do; the report's ``### Gaps`` and the close-out list it.
+
+    A phase records the case and its facts: ``kind`` names the case (``storage.fio-missing``),
+    ``facts`` hold what failed, where, the raw error and the plan's parameters. ``report.gaps``
+    words them at render time into ``text`` (what is missing) and ``plan`` (the proposed plan of
+    action). A phase leaves those two empty; a record of a run from before kinds stored its words
+    there, and the report says them as stored."""
 
     phase: str
-    text: str  # what is missing, as the report says it
-    plan: str  # the proposed plan of action
+    text: str = ""
+    plan: str = ""
     node: str = ""
+    kind: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.records import FINDING_CATEGORIES, Finding, Gap
+from clustereval.report.gaps import said
 from clustereval.report.markdown import Document
 
 FINDING_HEADINGS = {
@@ -35,6 +36,9 @@ class RunView:
     shortenings: tuple[tuple[str, str], ...] = ()  # (phase, sentence), from the run's profile
     interrupted: bool = False
     targets: Any = None  # storage targets (config.StorageTarget list) read at render time; None: the record's
+
+    def __post_init__(self) -> None:
+        self.records = {phase: said(rec) for phase, rec in self.records.items()}  # Gap facts -> words
 
     def get(self, phase: str) -> Any:
         return self.records.get(phase)
