@@ -37,7 +37,7 @@ def phase_reason(record: Any) -> str:
               and not getattr(p, "ok", True) and not getattr(p, "skipped", False)]
     gaps = list(getattr(record, "gaps", []) or [])
     if gaps:
-        text = gaps[0].text.rstrip()
+        text = say(gaps[0]).text.rstrip()
         more = len(gaps) - 1
         return text + (f" (and {more} more in the report)" if more > 0 else "")
     if failed:
@@ -225,9 +225,8 @@ def show_preflight(record: Any, out: Console) -> None:
         for item in record.checklist:
             if item.need in record.missing:
                 out.print(f"  - {item.need}: {item.hint}", markup=False)
-        needs = {item.need for item in record.checklist}
         for gap in map(say, record.gaps):  # what a node lacks (a configured path): named with the node and the fix
-            if gap.node and not any(gap.text.startswith(f"Missing before the eval can start: {n}") for n in needs):
+            if gap.node and gap.kind != "preflight.missing":  # a checklist item is listed above with its hint
                 out.print(f"  - {gap.text} (fix: {gap.plan})" if gap.plan else f"  - {gap.text}", markup=False)
     for gap in map(say, record.gaps):
         if not record.missing:

@@ -14,6 +14,7 @@ from clustereval.phases.health import HealthPhase
 from clustereval.phases.lemon import LemonPhase
 from clustereval.phases.matmul import MatmulPhase
 from clustereval.phases.settings import GpuSettings
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -97,6 +98,8 @@ def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path,
     (tmp_path / "bin" / "dcgmi").unlink()
     rec = HealthPhase().run(make_ctx(tmp_path))
     (gap,) = rec.gaps
+    assert gap.kind == "health.dcgm-missing" and not gap.text  # the record holds the facts; the report words them
+    gap = say(gap)
     assert "DCGM (Data Center GPU Manager, [`dcgmi`](https://docs.nvidia.com/" in gap.text and "on here" in gap.text
     assert "datacenter-gpu-manager-4-cuda13" in gap.plan  # CUDA major from the (stand-in) driver
     os_id = Path("/etc/os-release").read_text().lower()
@@ -111,7 +114,7 @@ def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
     for phase in (HealthPhase(), MatmulPhase(), LemonPhase()):
         rec = phase.run(ctx)
         assert rec.gaps and rec.status in ("skipped", "failed")
-        assert any("nvidia-smi" in g.text for g in rec.gaps)
+        assert any("nvidia-smi" in say(g).text for g in rec.gaps)
 
 
 # -- busy GPUs -------------------------------------------------------------------------------
@@ -122,10 +125,12 @@ def test_foreign_compute_processes_stop_the_performance_passes(tmp_path, gpu_too
     settings = GpuSettings(start_timeout_s=20)
     ctx = make_ctx(tmp_path)
     mm = MatmulPhase(settings).run(ctx)
-    assert any("pid 51003 (./train_llm) on gpu1" in g.text for g in mm.gaps)
+    assert any("pid 51003 (./train_llm) on gpu1" in say(g).text for g in mm.gaps)
+    assert [g.kind for g in mm.gaps] == ["matmul.busy"] and not mm.gaps[0].text
     assert mm.nodes[0].error and not mm.nodes[0].search  # nothing was launched
     lemon = LemonPhase(settings).run(ctx)
-    assert any("pid 51003 (./train_llm) on gpu1" in g.text and "lemon" in g.text for g in lemon.gaps)
+    assert any("pid 51003 (./train_llm) on gpu1" in say(g).text and "lemon" in say(g).text for g in lemon.gaps)
+    assert [g.kind for g in lemon.gaps] == ["lemon.busy"]
     assert not list((ctx.store.raw_dir).glob("lemon/*"))
 
 
@@ -143,7 +148,8 @@ def test_lemon_error_hang_and_crash_are_dead_gpus_and_the_rest_still_runs(tmp_pa
     assert by[2].error.startswith("hung: no result within 3 s")
     assert by[3].error.startswith("the worker exited")
     assert by[0].tflops == [100.0] and by[4].tflops == [100.0]  # measured before and after the dead ones
-    assert len(rec.gaps) == 3 and all("gave no lemon GEMM result" in g.text for g in rec.gaps)
+    assert len(rec.gaps) == 3 and all("gave no lemon GEMM result" in say(g).text for g in rec.gaps)
+    assert {g.kind for g in rec.gaps} == {"lemon.gpu-dead"}
 
 
 def test_lemon_three_passes_for_a_slow_gpu(tmp_path, fake_worker, monkeypatch):
@@ -186,7 +192,7 @@ def test_idle_sibling_once_is_measured_again(tmp_path, fake_worker, monkeypatch)
 def test_idle_sibling_twice_is_a_gap(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_IDLE", "1:2")
     rec = MatmulPhase(GpuSettings(device="cpu", cpu_gpus=2, start_timeout_s=30)).run(make_ctx(tmp_path, fake_worker))
-    assert any("saw idle siblings twice" in g.text and "here(node0):gpu1" in g.text for g in rec.gaps)
+    assert any("saw idle siblings twice" in say(g).text and "here(node0):gpu1" in say(g).text for g in rec.gaps)
 
 
 def test_an_unread_sibling_is_said_and_a_hot_gpu_under_load_is_flagged(tmp_path, fake_worker, monkeypatch):

@@ -178,6 +178,30 @@ def test_dcgm_missing_and_no_gpu_are_gaps(tmp_path):
     lint(md, tmp_path)
 
 
+def test_compute_gaps_recorded_as_facts_are_worded_in_the_report(tmp_path):
+    """A matmul or lemon Gap holds its kind and facts (stored and loaded as JSON); the report words it."""
+    from clustereval.records import dumps, loads
+
+    mm = cr.matmul([HEALTHY_2])
+    mm.status = "partial"
+    mm.gaps = [Gap("matmul", node="gpu-a", kind="matmul.gpu-failed-twice",
+                   facts={"gpu": 1, "error": "CUDA error: an illegal memory access was encountered"}),
+               Gap("matmul", node="gpu-a", kind="matmul.no-msmf-shape",
+                   facts={"gpu": 0, "pinned": [[12288, 8192, 16384, "its clock was still changing"]], "siblings": True})]
+    lemon = cr.lemon([LEMON_2])
+    lemon.gaps = [Gap("lemon", kind="lemon.gpu-dead", facts={"node": "gpu-a", "gpu": 1, "error": "hung"})]
+    md = render({"environment": cr.environment(), "matmul": loads(MatmulRecord, dumps(mm)),
+                 "lemon": loads(LemonRecord, dumps(lemon))}).markdown
+    gaps = md.split("\n### Gaps\n", 1)[1]
+    assert ("The MSMF measurement of gpu1 on gpu-a failed twice (CUDA error: an illegal memory access was "
+            "encountered).") in gaps
+    assert ("No matmul shape held gpu0 of gpu-a at its power limit when pinned (12288×8192×16384 (its clock was "
+            "still changing)), so there is no MSMF shape to time the other GPUs at.") in gaps
+    assert "gpu1 of gpu-a gave no lemon GEMM result (hung)." in gaps
+    assert "cannot word" not in md
+    lint(md, tmp_path)
+
+
 def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
     env = cr.environment(name="NVIDIA Hypothetical X9")
     out = render({"environment": env, "matmul": cr.matmul([HEALTHY_2]), "lemon": cr.lemon([LEMON_2])})

@@ -10,6 +10,7 @@ import pytest
 from clustereval.analysis.fs_debug import report_lines
 from clustereval.config import Config
 from clustereval.debug.fs import debug_fs
+from clustereval.report.gaps import say
 from tests.conftest import run_cli
 from tests.storagehelpers import SMALL_SIZES, files_outside_trash, tmpfs
 
@@ -88,7 +89,8 @@ def test_a_nearly_full_mount_points_at_capacity(tmp_path):
         full_lines = [s for s in rec.storage_signals if s.concern and s.key == "storage.shared"]
         assert full_lines and "% full" in full_lines[0].text
         # the scan refused to start for lack of room, and said so
-        assert any("did not run" in g.text for g in rec.gaps)
+        assert any("did not run" in say(g).text for g in rec.gaps)
+        assert any(g.kind == "debugfs.scan-refused" for g in rec.gaps)
         assert sorted(p.name for p in full.iterdir()) == ["blob"]
 
 

@@ -17,6 +17,8 @@ from clustereval.records import from_dict
 from clustereval.records.debug import NcclDebugRecord
 from clustereval.records.network import PairResult
 from clustereval.records.snapshot import Signal
+from clustereval.report.gaps import say
+from clustereval.transport.local import LocalTransport
 from tests.conftest import run_cli
 
 
@@ -48,6 +50,23 @@ def test_pairs_keep_round_and_samples_and_an_old_debug_record_still_loads():
     rec = from_dict(NcclDebugRecord, old)
     assert rec.pairs == [PairResult(a="x", b="y", busbw_gb_s=1.5, slow=True)]
     assert rec.suspects[0].slow_pairs == rec.pairs
+
+
+def test_a_hunts_gaps_keep_their_kind_and_facts_and_an_old_records_words(tmp_path):
+    saved = tmp_path / "pairwise.record.json"
+    saved.write_text(json.dumps({"phase": "pairwise", "pairs": [{"a": "x", "b": "y", "busbw_gb_s": None}], "gaps": [
+        {"phase": "pairwise", "text": "", "plan": "", "node": "", "kind": "pairwise.pair-failed",
+         "facts": {"a": "x", "b": "y", "error": "no result"}},
+        {"phase": "pairwise", "text": "The pair x + z did not complete (boom).", "plan": "re-run"},
+        {"phase": "pairwise", "text": "", "plan": ""}]}))  # neither words nor a kind: nothing to say
+    config = Config(name="t", access="local", reports_dir=str(tmp_path / "reports"))
+    rec, _ = debug_nccl(config, pairs_file=saved, transport=LocalTransport(), nodes=[])
+    assert [g.kind for g in rec.gaps] == ["pairwise.pair-failed", ""]
+    assert rec.gaps[0].facts == {"a": "x", "b": "y", "error": "no result"} and not rec.gaps[0].text
+    assert say(rec.gaps[0]).text == "The pair x + y did not complete (no result)."
+    assert say(rec.gaps[0]).plan == ("read the pair's launch log in the raw folder, fix the cause and re-run "
+                                     "`clustereval pairwise`")
+    assert (say(rec.gaps[1]).text, say(rec.gaps[1]).plan) == ("The pair x + z did not complete (boom).", "re-run")
 
 
 def test_ranking_straggler_first_then_independent_then_concerns_only():

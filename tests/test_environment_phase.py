@@ -16,6 +16,7 @@ from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.environment import EnvironmentPhase
 from clustereval.records.environment import EnvironmentRecord
+from clustereval.report.gaps import say
 from clustereval.report.lint import lint_text
 from clustereval.runner import execute, load_records, render
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
@@ -70,6 +71,8 @@ def test_raw_outputs_and_worker_source_are_kept(local_run):
 
 
 def test_cpu_report_passes_lint_and_gpu_phases_get_a_gap(local_run):
+    from clustereval.report.gaps import say
+
     rendered = render(local_run.store, "local")
     assert lint_text(rendered.markdown) == [], [str(p) for p in lint_text(rendered.markdown)]
     rec = load_records(local_run.store)["environment"]
@@ -78,6 +81,8 @@ def test_cpu_report_passes_lint_and_gpu_phases_get_a_gap(local_run):
         assert gap is None
         return
     assert rendered.markdown.startswith("# Cluster eval: 1 node without GPUs\n")
+    assert gap.kind == "gpu.not-visible" and not gap.text  # facts; the report words them
+    gap = say(gap)
     assert gap.phase == "matmul" and gap.text.startswith("The GPU performance benchmarks did not run: no NVIDIA GPU")
     assert "accept as-is" in gap.plan
     assert no_gpu_gap("matmul", None, "x") is None  # nothing known without the environment record
@@ -123,7 +128,7 @@ def test_unreachable_node_is_a_gap_and_the_others_are_inventoried(tmp_path):
     assert rec.status == "partial"
     assert [n.node for n in rec.nodes] == [here, "down"]
     assert rec.nodes[0].hostname and not rec.nodes[1].hostname
-    [gap] = [g for g in rec.gaps if g.node == "down"]
+    [gap] = [say(g) for g in rec.gaps if g.node == "down"]
     assert "Connection refused" in gap.text and gap.plan == "check sshd on the node"
     assert rec.nodes[1].errors == ["down: ssh: connect to host down port 22: Connection refused"]
 

@@ -12,6 +12,7 @@ from clustereval.phases.evalpython import (
     parse_index_versions,
     pick_default_index_version,
 )
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -42,14 +43,16 @@ def test_configured_interpreter_is_used_and_gap_says_unverified(tmp_path):
     rec = EvalPythonPhase().run(ctx)
     assert rec.mode == "configured" and ctx.eval_python == sys.executable
     assert rec.torch  # this test environment has torch
-    assert len(rec.gaps) == 1 and "could not be verified as the newest" in rec.gaps[0].text
+    assert len(rec.gaps) == 1 and "could not be verified as the newest" in say(rec.gaps[0]).text
+    assert rec.gaps[0].kind == "evalpython.configured"
 
 
 def test_interpreter_without_torch_is_a_gap_naming_the_node(tmp_path):
     ctx = _ctx(tmp_path, eval_python="/bin/false")
     rec = EvalPythonPhase().run(ctx)
     assert rec.status == "failed"
-    assert any("here" in g.text and "cannot import torch" in g.text for g in rec.gaps)
+    assert any("here" in g.text and "cannot import torch" in g.text for g in map(say, rec.gaps))
+    assert [g.node for g in rec.gaps if g.kind == "evalpython.no-torch"] == ["here"]
 
 
 def _no_default_index(monkeypatch):
@@ -67,7 +70,7 @@ def test_no_route_to_the_index_falls_back_to_the_node_python(tmp_path, monkeypat
     rec = EvalPythonPhase().run(ctx)
     assert rec.mode == "node-python" and ctx.eval_python == "python3"
     assert list((tmp_path / "scratch").iterdir()) == []  # nothing was built on the local disk
-    assert rec.tried and any("could not reach the PyTorch wheel index" in g.text for g in rec.gaps)
+    assert rec.tried and any("could not reach the PyTorch wheel index" in g.text for g in map(say, rec.gaps))
 
 
 def test_worker_on_another_interpreter_is_caught(tmp_path):
@@ -89,7 +92,8 @@ def test_the_chain_reaches_fallback_python_before_the_node_python(tmp_path, monk
     assert rec.status == "ok" and rec.torch
     # both indexes were asked, in order, and each said why it gave nothing
     assert [t.split(":")[0] for t in rec.tried] == ["PyTorch index cpu", "pip's configured index"]
-    (gap,) = rec.gaps
+    (gap,) = map(say, rec.gaps)
+    assert gap.kind == "evalpython.fallback"
     assert "`fallback_python`" in gap.text and "could not be verified as the newest" in gap.text
     assert sys.executable not in gap.text + gap.plan
 
@@ -100,6 +104,8 @@ def test_a_fallback_python_without_torch_goes_on_to_the_node_python(tmp_path, mo
     rec = EvalPythonPhase().run(ctx)
     assert rec.source == "node-python" and ctx.eval_python == "python3"
     assert any(t.startswith("fallback_python:") for t in rec.tried)
+    # the fallback's own Gap, in words: why it was passed over
+    assert any(t.startswith("fallback_python: The eval Python cannot import torch on here (") for t in rec.tried)
 
 
 def test_no_gap_text_carries_an_interpreter_path(tmp_path, monkeypatch):
@@ -107,7 +113,8 @@ def test_no_gap_text_carries_an_interpreter_path(tmp_path, monkeypatch):
     ctx = _ctx(tmp_path, eval_python=str(tmp_path / "venv" / "bin" / "python3"))
     rec = EvalPythonPhase().run(ctx)
     assert rec.status == "failed"
-    for gap in rec.gaps:
+    assert rec.gaps
+    for gap in map(say, rec.gaps):
         assert str(tmp_path) not in gap.text + gap.plan and "venv" not in gap.text + gap.plan
 
 
@@ -135,7 +142,7 @@ def test_a_missing_torch_stops_the_torch_passes_with_a_gap_never_a_launcher_find
         rec = run_phase(phase, ctx)
         ctx.records[phase.name] = rec
         assert rec.status == "failed"
-        (gap,) = rec.gaps
+        (gap,) = map(say, rec.gaps)
         assert "cannot import torch on here" in gap.text and gap.plan
     view = RunView(name="t", stamp="2026-11-30-1938Z", raw_rel="raw-t", access="local", records=ctx.records)
     out = render_report(view)

@@ -18,6 +18,7 @@ from clustereval.phases.settings import NetworkSettings
 from clustereval.records import dumps, loads
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord
 from clustereval.records.run import EvalPythonRecord
+from clustereval.report.gaps import say
 from clustereval.report.network_plots import sweep_plot_path
 from clustereval.runner import render
 from clustereval.store import RunState, RunStore
@@ -66,7 +67,8 @@ def test_one_node_connectivity_is_intra_node_with_checked_sum(tmp_path):
     assert (ctx.store.raw_dir / "tools" / "connectivity.py").exists()
     assert rec.nccl_env.nvls_enable  # recorded even on CPU: the final env is what GPU runs get
     assert rec.launch.interpreter_problems and "not the eval Python" in rec.launch.interpreter_problems[0]
-    assert any("did not run on the eval Python" in g.text for g in rec.gaps)
+    assert any("did not run on the eval Python" in say(g).text for g in rec.gaps)
+    assert "network.wrong-interpreter" in {g.kind for g in rec.gaps}
     assert loads(ConnectivityRecord, dumps(rec)) == rec
 
 

@@ -16,6 +16,7 @@ from clustereval.phases.network import AllreducePhase, ConnectivityPhase
 from clustereval.phases.pairwise import run_pairwise
 from clustereval.phases.preflight import PreflightPhase
 from clustereval.phases.settings import NetworkSettings, PairwiseSettings
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 
 TINY = NetworkSettings(max_bytes=64 * 1024)
@@ -49,7 +50,8 @@ def test_every_job_uses_the_plan_preflight_proved(tmp_path, netns_cluster, mode)
 
     pre = PreflightPhase().run(ctx)
     gloo = [p for p in pre.probes if p.kind == "gloo"]
-    assert pre.passed and [p.ok for p in gloo] == [True] * 4, ([(p.kind, p.node, p.detail) for p in pre.probes if not p.ok], [g.text for g in pre.gaps])
+    assert pre.passed and [p.ok for p in gloo] == [True] * 4, (
+        [(p.kind, p.node, p.detail) for p in pre.probes if not p.ok], [say(g).text for g in pre.gaps])
     plan = pre.rendezvous_plan
     assert plan is not None and plan.proven and plan.nodes == names
     assert plan.socket_ifnames == {n: "eth0" for n in names}

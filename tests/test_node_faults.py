@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from clustereval.records import Gap, from_dict
+from clustereval.report.gaps import say
 from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.slow
@@ -130,7 +132,7 @@ def test_node2_lost_during_environment_is_left_out_of_later_phases(netns_cluster
     assert env[node2]["errors"] and not env[node2]["hostname"]
     writes = {w["node"]: w for w in recs["storage"]["concurrent"]["nodes"]}
     assert all(writes[n.name]["bytes_written"] > 0 for n in cluster.nodes if n.index != 2)
-    gaps = [g["text"] for g in recs["storage"]["gaps"] if g["node"] == node2]
+    gaps = [say(from_dict(Gap, g)).text for g in recs["storage"]["gaps"] if g["node"] == node2]
     assert gaps and "stopped answering earlier in the run" in gaps[0]
     report = Path(re.search(r"report: (\S+)", out).group(1))
     assert f"{node2}(node2)" in report.read_text()

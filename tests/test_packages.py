@@ -5,6 +5,7 @@ import shutil
 from clustereval.config import Config
 from clustereval.phases.base import RunContext
 from clustereval.phases.packages import NEEDS, PackagesPhase, packages_for, parse_probe
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -34,6 +35,8 @@ def test_missing_binaries_become_gaps_when_installs_are_off(tmp_path):
     assert set(node.present) | set(node.missing) == expected
     assert set(node.present) == {b for b in expected if shutil.which(b)}
     assert node.installed == []
-    assert {g.text.split("`")[1] for g in rec.gaps} == set(node.missing)
-    assert all(g.text.startswith("[`") and "](https://" in g.text for g in rec.gaps)  # linked at first mention
-    assert all("install_packages = false" in g.plan for g in rec.gaps if "dcgmi" not in g.text)
+    assert {g.facts["binary"] for g in rec.gaps if g.kind == "packages.missing"} == set(node.missing)
+    gaps = [say(g) for g in rec.gaps]
+    assert {g.text.split("`")[1] for g in gaps} == set(node.missing)
+    assert all(g.text.startswith("[`") and "](https://" in g.text for g in gaps)  # linked at first mention
+    assert all("install_packages = false" in g.plan for g in gaps if "dcgmi" not in g.text)

@@ -29,6 +29,7 @@ from clustereval.phases.scratch import scratch_for
 from clustereval.phases.settings import PROFILES, GpuSettings, storage_settings
 from clustereval.phases.storage import StoragePhase
 from clustereval.records import Gap
+from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.local import LocalTransport
@@ -110,11 +111,12 @@ def clear(cluster, ctx: RunContext) -> None:
 
 def only_gap(gaps: list[Gap], node: str) -> Gap:
     [gap] = [g for g in gaps if g.node == node]
-    return gap
+    return say(gap)  # in the words the report gives it
 
 
 def assert_lost(ctx: RunContext, gap: Gap, index: int, phase: str) -> None:
     node = ctx.nodes[index]
+    gap = say(gap)
     assert f"`{node.name}(node{index})`" in gap.text and gap.phase == phase
     # refused, or (a connection being set up at the kill) closed during setup: both a node gone
     assert "error[ssh-unreachable]" in gap.text or "error[connection-lost]" in gap.text
@@ -140,7 +142,7 @@ def test_evalpython(cluster, tmp_path):
     assert rec.status == "partial" and rec.torch and rec.interpreter == sys.executable
     assert [bool(rec.executables[n]) for n in names] == [True, True, False, True]
     assert_lost(ctx, only_gap(rec.gaps, names[2]), 2, "evalpython")
-    assert "cannot import torch" not in " ".join(g.text for g in rec.gaps)  # lost, not broken
+    assert "cannot import torch" not in " ".join(say(g).text for g in rec.gaps)  # lost, not broken
 
 
 def test_environment(cluster, tmp_path):
@@ -168,8 +170,8 @@ def test_storage_scanning_node_lost_mid_scan_is_left_out_of_the_concurrent_write
     ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 0, after=12))
     rec = StoragePhase(SMOKE_STORAGE).run(ctx)
     node0 = cluster.nodes[0].name
-    gaps = [g for g in rec.gaps if g.node == node0]
-    assert any("stopped answering in the IO benchmark" in g.text for g in gaps), [g.text for g in rec.gaps]
+    gaps = [say(g) for g in rec.gaps if g.node == node0]
+    assert any("stopped answering in the IO benchmark" in g.text for g in gaps), [say(g).text for g in rec.gaps]
     assert any("left out of the concurrent write" in g.text for g in gaps)
     writes = {w.node: w for w in rec.concurrent.nodes}
     assert writes[node0].error and all(w.bytes_written > 0 for n, w in writes.items() if n != node0)
@@ -200,7 +202,7 @@ def test_lemon_cpu_path(cluster, tmp_path):
     assert all(by_node[n.name].gpus[0].tflops[0] for n in cluster.nodes if n.index != 2)
     node2 = cluster.nodes[2].name
     assert not any(t for g in by_node[node2].gpus for t in g.tflops) and rec.status == "partial"
-    assert [g for g in rec.gaps if g.node == node2 or node2 in g.text]
+    assert [g for g in map(say, rec.gaps) if g.node == node2 or node2 in g.text]
     clear(cluster, ctx)
 
 

@@ -14,6 +14,7 @@ from clustereval.phases.scratch import CLEANUP_FILE, scratch_for
 from clustereval.phases.storage import StoragePhase
 from clustereval.records import dumps, loads
 from clustereval.records.storage import StorageRecord
+from clustereval.report.gaps import say
 from clustereval.report.render import RunView, render_report
 from tests.conftest import REPO
 from tests.storagehelpers import SMALL_SIZES, du_bytes, files_outside_trash, make_ctx, small_storage, tmpfs
@@ -64,6 +65,8 @@ def test_missing_fio_is_a_gap_naming_the_package(tmp_path):
     ctx = make_ctx(tmp_path, local=tmp_path)
     rec = StoragePhase(small_storage(fio=str(tmp_path / "no-such-fio"))).run(ctx)
     (gap,) = rec.gaps
+    assert gap.kind == "storage.fio-missing" and not gap.text  # the record holds facts; the report words them
+    gap = say(gap)
     assert "`fio` is not installed" in gap.text and "apt-get install -y fio" in gap.plan
     assert rec.local is None and rec.partitions and rec.status == "partial"
     assert scratch_for(ctx).areas() == []
@@ -78,6 +81,8 @@ def test_full_filesystem_gives_a_clear_error_and_leaves_nothing(tmp_path):
         rec = phase.run(ctx)
         assert [s.mount for s in rec.shared] == [str(small)] and rec.shared[0].cells == []
         (gap,) = rec.gaps
+        assert gap.kind == "storage.scan-refused"
+        gap = say(gap)
         assert f"The IO benchmark of `{small}` did not run" in gap.text and "nothing was written" in gap.text
         assert os.listdir(small) == []
         assert rec.local.complete  # the local scan still ran
@@ -91,6 +96,8 @@ def test_read_only_mount_gives_a_clear_error(tmp_path):
         ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(ro,))
         rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,))).run(ctx)
         (gap,) = rec.gaps
+        assert gap.kind == "storage.scan-refused"
+        gap = say(gap)
         assert "Read-only file system" in gap.text and "read-only" in gap.plan
         scratch_for(ctx).cleanup(ctx.nodes)
 
@@ -216,5 +223,7 @@ def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
         ctx = make_ctx(tmp_path, local=ram)
         rec = StoragePhase(small_storage(file_sizes=(16 * 2**10,))).run(ctx)
         (gap,) = rec.gaps
+        assert gap.kind == "storage.local-in-memory" and gap.facts["fstype"] == "tmpfs"
+        gap = say(gap)
         assert "is a tmpfs (memory, not a disk)" in gap.text and "local_scratch" in gap.plan
         assert rec.local is None and os.listdir(ram) == []

@@ -4,7 +4,8 @@
 0-based position in the hostfile, the index nvidia-smi prints.
 
 ``no_gpu_gap``: a GPU phase asks it first; on a cluster where no node showed a GPU it returns the
-Gap (text + plan) the phase puts in its record instead of running.
+Gap (kind ``gpu.not-visible`` and its facts; ``report.gaps`` words it) the phase puts in its record
+instead of running.
 """
 
 from __future__ import annotations
@@ -37,14 +38,9 @@ def no_gpu_gap(phase: str, env: Any, what: str) -> Gap | None:
     if env is None or gpu_nodes(env):
         return None
     nodes = getattr(env, "nodes", []) or []
-    reasons = sorted({getattr(n, "gpu_visibility", "") or "nvidia-smi listed no GPU" for n in nodes})
-    names = ", ".join(f"`{n.hostname or n.node}`" for n in nodes) or "the nodes"
-    text = (f"{what[:1].upper() + what[1:]} did not run: no NVIDIA GPU was visible on {names} "
-            f"({'; '.join(reasons)}).")
-    plan = ("run clustereval on the GPU nodes, or make the GPUs visible where it ran (the NVIDIA driver loaded, "
-            "`nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept as-is for a "
-            "CPU-only evaluation")
-    return Gap(phase=phase, text=text, plan=plan)
+    return Gap(phase=phase, kind="gpu.not-visible",
+               facts={"what": what, "nodes": [[n.hostname or n.node, getattr(n, "gpu_visibility", "") or ""]
+                                              for n in nodes]})
 
 
 HOT_DELTA_C = 15.0  # a loaded GPU this much hotter than its coolest sibling is flagged

@@ -24,6 +24,7 @@ from clustereval.phases.scratch import check_declared, inside, normalize, scratc
 from clustereval.phases.settings import StorageSettings
 from clustereval.phases.storage import StoragePhase, capture_layout, fio_cell_gaps
 from clustereval.probes import fio as fio_probe
+from clustereval.probes._text import last_line
 from clustereval.probes.filesystems import PSEUDO, volume_key
 from clustereval.probes.mounts import Mount, findmnt_argv, is_network, parse_findmnt
 from clustereval.records import Gap
@@ -164,19 +165,16 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     listed = transport.run(node, findmnt_argv(), timeout_s=settings.command_timeout_s)
     mounts = parse_findmnt(listed.stdout) if listed.ok else []
     local_path, rec.local_note = pick_local(path, normalize(cfg.local_scratch), mounts, node.name)
-    if local_path is None:
-        rec.gaps.append(Gap(phase=rec.phase, node=node.name, text=f"No local comparison: {rec.local_note}.",
-                            plan="set local_scratch in cluster.toml to a folder on a node-local disk, "
-                                 "then run `clustereval debug fs` again"))
+    if local_path is None:  # no local filesystem other than the one path is on: the note says which
+        rec.gaps.append(Gap(phase=rec.phase, node=node.name, kind="debugfs.no-local", facts={"note": rec.local_note}))
     elif local_path != normalize(cfg.local_scratch):
         ctx.config = dataclasses.replace(cfg, local_scratch=local_path)  # declared for this workflow's scratch
     phase = StoragePhase(settings)
     version = transport.run(node, [phase.fio, "--version"], timeout_s=settings.command_timeout_s)
     if not version.ok:
-        rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                            text=f"[`fio`]({fio_probe.FIO_URL}) is not installed on {node.name}, so {path} and the local disk were not "
-                                 "measured.", plan="install the `fio` package (`apt-get install -y fio` or "
-                                                   "`dnf install -y fio`) and run `clustereval debug fs` again"))
+        rec.gaps.append(Gap(phase=rec.phase, node=node.name, kind="debugfs.fio-missing",
+                            facts={"path": path, "tool": phase.fio,
+                                   "error": last_line(version.stderr, f"exit {version.rc}")[:300]}))
     else:
         _scans(ctx, phase, node, rec, path, row.fstype, local_path, mounts)
 
@@ -254,11 +252,9 @@ def _scans(ctx: RunContext, phase: StoragePhase, node: Node, rec: FsDebugRecord,
                 if shared:
                     scan.layout = capture_layout(ctx, node, scan, area, timeout_s=phase.settings.layout_timeout_s)
             except ScratchError as exc:
-                rec.gaps.append(Gap(phase=rec.phase, node=node.name,
-                                    text=f"The quick scan of `{target}` did not run: {exc.message}.",
-                                    plan=exc.hint or "free space or pick another folder, then run it again"))
-            rec.gaps += [gap for _, gap in fio_cell_gaps(rec.phase, node.name, target, scan.cells,
-                                                         "read the raw fio output in the run folder")]
+                rec.gaps.append(Gap(phase=rec.phase, node=node.name, kind="debugfs.scan-refused",
+                                    facts={"path": target, "message": exc.message, "hint": exc.hint or ""}))
+            rec.gaps += [gap for _, gap in fio_cell_gaps(rec.phase, node.name, target, scan.cells)]
     finally:
         for move in scratch.cleanup([node]):
             if move.action == "moved":

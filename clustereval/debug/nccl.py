@@ -150,7 +150,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
         rec.payload_bytes = int(data.get("payload_bytes") or 0)
         stragglers = [str(s) for s in data.get("stragglers", [])]
         for g in data.get("gaps", []) or []:
-            if isinstance(g, dict) and g.get("text"):
+            if isinstance(g, dict) and (g.get("text") or g.get("kind")):  # worded (an older record's) or its facts
                 rec.gaps.append(_gap(g))
 
         # 2. the snapshot on the nodes the hunt names, and a healthy reference
@@ -209,7 +209,8 @@ def _mean(values: list[float | None]) -> float:
 
 
 def _gap(g: dict):  # noqa: ANN202
-    from clustereval.records import Gap
+    """A saved record's Gap: its kind and facts (worded when the report is built), or an older run's words."""
+    from clustereval.records import Gap, from_dict
 
-    return Gap(phase=str(g.get("phase", "pairwise")), text=str(g["text"]), plan=str(g.get("plan", "")),
-               node=str(g.get("node", "")))
+    kept = {k: v for k, v in g.items() if v is not None and (k != "facts" or isinstance(v, dict))}
+    return from_dict(Gap, {"phase": "pairwise", **kept})

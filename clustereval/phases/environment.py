@@ -82,17 +82,13 @@ class EnvironmentPhase:
         enrich(env)
         gaps = []
         if smi.rc not in (0, 127) and not env.gpus:
-            gaps.append(Gap(phase=self.name, node=node.name,
-                            text=f"The NVIDIA driver on `{env.hostname or node.name}` did not answer "
-                                 f"({last_line(smi.stderr or smi.stdout, f'exit {smi.rc}')}), "
-                                 "so its GPUs are not in the inventory.",
-                            plan="check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall "
-                                 "usually fixes it), then `clustereval run --resume RUN_DIR`; or drop the node"))
+            gaps.append(Gap(phase=self.name, node=node.name, kind="environment.driver-silent",
+                            facts={"label": env.hostname or node.name, "rc": smi.rc,
+                                   "error": last_line(smi.stderr or smi.stdout)}))
         missing = [t for t in REQUIRED if t in errors_tools(errors)]
         if missing:
-            gaps.append(Gap(phase=self.name, node=node.name,
-                            text=f"`{env.hostname or node.name}` did not answer {', '.join(missing)}.",
-                            plan="see env/<node>/ in the raw folder for the command output"))
+            gaps.append(Gap(phase=self.name, node=node.name, kind="environment.required-missing",
+                            facts={"label": env.hostname or node.name, "tools": missing}))
         return env, gaps
 
     def _collect(self, ctx: RunContext, node: Node, tools: list[str], outputs: dict[str, str],

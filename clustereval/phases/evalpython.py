@@ -27,6 +27,7 @@ from clustereval.phases.scratch import scratch_for
 from clustereval.probes._text import last_json, last_line
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
+from clustereval.report.gaps import say
 from clustereval.transport.base import Node
 
 # PyTorch's CUDA wheel indexes, newest first; a driver supports every one up to its own CUDA version.
@@ -37,7 +38,6 @@ PIP_NET = ["--isolated", "--retries", "0", *PIP_QUIET]
 # the second step wants exactly that config: the node's own index, mirrors and find-links
 PIP_DEFAULT = ["--retries", "1", *PIP_QUIET]
 EXTRA_PACKAGES = ("numpy", "nvidia-ml-py", "matplotlib")
-PLAN_RUN_AGAIN = "then run `clustereval run` again"
 
 _VERSION_SNIPPET = ("import json, sys, platform\n"
                     "out = {'executable': sys.executable, 'python': platform.python_version()}\n"
@@ -120,11 +120,7 @@ class EvalPythonPhase:
             rec.mode, rec.source = "configured", "configured"
             self._adopt(ctx, rec, ctx.config.eval_python)
             if rec.status != "failed":
-                rec.gaps.append(Gap(phase=self.name,
-                    text=f"cluster.toml names the interpreter the benchmarks ran with (torch {rec.torch or 'unknown'}), "
-                         "so torch could not be verified as the newest release.",
-                    plan="remove `eval_python` from cluster.toml to let clustereval install the newest torch, or "
-                         "accept as-is"))
+                rec.gaps.append(Gap(phase=self.name, kind="evalpython.configured", facts={"torch": rec.torch}))
         else:
             self._chain(ctx, rec)
         self.restore(ctx, rec)
@@ -189,35 +185,24 @@ class EvalPythonPhase:
         probe = EvalPythonRecord()
         self._adopt(ctx, probe, python)
         if probe.status == "failed":
-            rec.tried.append("fallback_python: " + "; ".join(g.text for g in probe.gaps))
+            rec.tried.append("fallback_python: " + "; ".join(say(g).text for g in probe.gaps))  # why, in words
             return False
         probe.source, probe.mode, probe.tried, probe.index_tag = "fallback-python", "fallback", rec.tried, rec.index_tag
-        why = _no_venv_why(rec, "Neither the PyTorch wheel index nor the index pip is configured with gave torch "
-                                "to the nodes")
-        probe.gaps.append(Gap(phase=self.name,
-                              text=f"{why}, so the benchmarks ran with the interpreter `fallback_python` in "
-                                   f"cluster.toml names (torch {probe.torch}), which could not be verified as the "
-                                   "newest release.",
-                              plan=_route_plan(rec.index_tag)))
+        probe.gaps.append(Gap(phase=self.name, kind="evalpython.fallback",
+                              facts={"torch": probe.torch, "index_tag": rec.index_tag, **_refused_facts(rec)}))
         _copy_into(rec, probe)
         return True
 
     def _node_python(self, ctx: RunContext, rec: EvalPythonRecord) -> None:
         rec.mode, rec.source = "node-python", "node-python"
-        self._adopt(ctx, rec, "python3", plan=_route_plan(rec.index_tag) + ", or name an interpreter with torch as "
-                    "`fallback_python` in cluster.toml")
+        self._adopt(ctx, rec, "python3")  # a node without torch here: its Gap's plan is the route or fallback_python
         if rec.status == "failed":
             return
-        why = _no_venv_why(rec, "The nodes could not reach the PyTorch wheel index or get torch from the index "
-                                "pip is configured with")
-        rec.gaps.append(Gap(phase=self.name,
-                            text=f"{why}, so the benchmarks ran on the node's own `python3` (torch "
-                                 f"{rec.torch or 'unknown'}), whose torch could not be verified as the newest release.",
-                            plan=_route_plan(rec.index_tag) + ", or name an interpreter with the newest torch as "
-                                 "`fallback_python` in cluster.toml"))
+        rec.gaps.append(Gap(phase=self.name, kind="evalpython.node-python",
+                            facts={"torch": rec.torch, "index_tag": rec.index_tag, **_refused_facts(rec)}))
 
     # -- an interpreter that is already there ---------------------------------------------------
-    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str, plan: str = "") -> None:
+    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str) -> None:
         # per node: a node that stops answering is that node's Gap (never with the interpreter's path)
         steps = each_node(ctx, self.name, "the eval Python check", ctx.nodes,
                           lambda n: self._versions(ctx, n, python), what="the eval Python (torch's version)")
@@ -232,15 +217,10 @@ class EvalPythonPhase:
             rec.status = "partial" if any(s.ok for s in steps) else "failed"
         broken = [(s.node.name, i.get("error", "did not run")) for s, i in zip(steps, infos, strict=True)
                   if s.ok and "torch" not in i]
-        what = {"configured": "The interpreter `eval_python` in cluster.toml names",
-                "node-python": "The node's own `python3`"}.get(rec.mode, "The eval Python")
         for node, why in broken:
             rec.status = "failed"
-            rec.gaps.append(Gap(phase=self.name, node=node,
-                                text=f"{what} cannot import torch on {node} ({_no_paths(why)}), so the GPU and "
-                                     "network benchmarks that need torch could not run there.",
-                                plan=plan or f"install torch for that interpreter on {node}, or give the nodes a route to "
-                                     "the PyTorch wheel index so clustereval can install its own torch"))
+            rec.gaps.append(Gap(phase=self.name, node=node, kind="evalpython.no-torch",
+                                facts={"mode": rec.mode, "why": why, "index_tag": rec.index_tag}))
 
     def _versions(self, ctx: RunContext, node: Node, python: str) -> dict:
         res = ctx.transport.run(node, [python, "-c", _VERSION_SNIPPET], timeout_s=120)
@@ -294,37 +274,19 @@ class EvalPythonPhase:
 
 
 def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
-    where = ("the PyTorch wheel index for `" + rec.index_tag + "`" if rec.index_kind == "pytorch"
-             else "the index pip is configured with")
+    """The venv's torch is not the newest release on its index: the newest was refused, or pip gave an older one."""
+    facts = {"torch": rec.torch, "index_kind": rec.index_kind, "index_tag": rec.index_tag}
     if rec.refused_newest and base_version(rec.torch) != base_version(rec.refused_newest):
-        return Gap(phase="evalpython",
-                   text=f"Every benchmark ran on torch {rec.torch} from {where}: the {_refused(rec)}.",
-                   plan=f"make torch {rec.refused_newest} installable from that index on the nodes (the error "
-                        f"above says why it was not), {PLAN_RUN_AGAIN}; or accept torch {rec.torch} as the version "
-                        "settled for")
-    if rec.torch.endswith("+cpu") and rec.index_kind == "default":
-        why = "it is the newest CPU build listed there; the newest release is a build with the CUDA libraries"
-    elif torch_spec == ["torch"]:
-        why = "pip on the node refused the newest release and installed the newest one its own settings allow"
-    else:
-        why = "the newest release could not be installed"
-    return Gap(phase="evalpython",
-               text=f"Every benchmark ran on torch {rec.torch}, which is not the newest release on {where} at eval "
-                    f"time ({rec.newest_on_index}): {why}.",
-               plan=_route_plan(rec.index_tag) + "; or accept torch " + rec.torch + " as the version settled for")
+        return Gap(phase="evalpython", kind="evalpython.newest-refused", facts={**facts, **_refused_facts(rec)})
+    return Gap(phase="evalpython", kind="evalpython.not-newest",
+               facts={**facts, "newest": rec.newest_on_index, "spec": list(torch_spec)})
 
 
-def _refused(rec: EvalPythonRecord) -> str:
-    """'PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
-    return (f"PyTorch wheel index for `{rec.index_tag}` (`{rec.refused_url}`) lists torch {rec.refused_newest} at "
-            f"eval time, which could not be installed ({_no_paths(rec.refused_why)})")
-
-
-def _no_venv_why(rec: EvalPythonRecord, unreachable: str) -> str:
-    """Why no venv was built: the PyTorch index's newest torch that pip refused, else ``unreachable``."""
-    if rec.refused_newest:
-        return f"The {_refused(rec)}, and the index pip is configured with gave no torch"
-    return unreachable
+def _refused_facts(rec: EvalPythonRecord) -> dict[str, str]:
+    """The PyTorch index's newest torch that pip refused (where and why); nothing when none was."""
+    if not rec.refused_newest:
+        return {}
+    return {"refused_newest": rec.refused_newest, "refused_url": rec.refused_url, "refused_why": rec.refused_why}
 
 
 def _copy_into(rec: EvalPythonRecord, probe: EvalPythonRecord, keep_gaps: bool = False) -> None:
@@ -336,14 +298,3 @@ def _copy_into(rec: EvalPythonRecord, probe: EvalPythonRecord, keep_gaps: bool =
         rec.source = probe.source
     rec.gaps = (list(rec.gaps) if keep_gaps else []) + list(probe.gaps)
     rec.status = probe.status
-
-
-def _route_plan(tag: str) -> str:
-    return (f"give the nodes a route to the PyTorch wheel index for `{tag or 'cpu'}` (or name a mirror of it as "
-            "`torch_index` in cluster.toml) or point pip on the nodes at an index that has torch, "
-            f"{PLAN_RUN_AGAIN}")
-
-
-def _no_paths(text: str) -> str:
-    """An error line without the file paths it may carry (the report never shows an interpreter's path)."""
-    return re.sub(r"(?<![\w])/[^\s'\"`:,)]+", "a path on the node", text)

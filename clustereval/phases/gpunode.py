@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
@@ -97,15 +98,16 @@ def prepare_matmul_pass(ctx: RunContext, settings: GpuSettings, phase: str, titl
     return invs, live, lost
 
 
-BUSY_PLAN = "find out whose processes these are and re-run the pass when the GPUs are free (`clustereval run --resume RUN_DIR`)"
-
-
 class PassAborted(Exception):
-    """The node's pass stops: foreign compute processes appeared, or the sibling loads would not run."""
+    """The node's pass stops: foreign compute processes appeared, or the sibling loads would not run.
+    It carries the Gap's kind and facts; ``report.gaps`` words them."""
 
-    def __init__(self, text: str, plan: str = BUSY_PLAN) -> None:
-        super().__init__(text)
-        self.text, self.plan = text, plan
+    def __init__(self, kind: str, **facts: Any) -> None:
+        super().__init__(kind)
+        self.kind, self.facts = kind, facts
+
+    def gap(self, phase: str, node: str) -> Gap:
+        return Gap(phase, node=node, kind=self.kind, facts=self.facts)
 
 
 class Guard:
@@ -134,11 +136,6 @@ class Guard:
             if not found:
                 return []
         return found
-
-
-def busy_text(node: Node, found: list[str], what: str) -> str:
-    return (f"{what} on {node.name} was stopped: foreign compute processes were on its GPUs "
-            f"({'; '.join(found)}), so its numbers would not be this hardware's alone.")
 
 
 def launch(ctx: RunContext, node: Node, settings: GpuSettings, mode: str, args: list[str], log_rel: str) -> WorkerProc:
@@ -175,8 +172,9 @@ class LoadSet:
             self._made_dir = True
         return f"{self.scratch}/stop-gpu{gpu}-{next(_counter)}"
 
-    def ensure(self, gpus: set[int]) -> str:
-        """Exactly ``gpus`` run a load (each computing); '' or why not."""
+    def ensure(self, gpus: set[int]) -> dict[str, Any]:
+        """Exactly ``gpus`` run a load (each computing); {} or the facts of the load that did not
+        start (``load_gpu``, ``load_error``: its worker's error), for the Gap that says so."""
         for g in [g for g in self.procs if g not in gpus]:
             self.stop(g)
         for g in sorted(gpus):
@@ -188,8 +186,8 @@ class LoadSet:
         for g in sorted(gpus):
             proc = self.procs[g]
             if proc.wait_event(is_event("running"), self.settings.start_timeout_s) is None:
-                return f"the continuous matmul on gpu{g} did not start ({proc.error_text()})"
-        return ""
+                return {"load_gpu": g, "load_error": proc.error_text()}
+        return {}
 
     def _start(self, gpu: int) -> None:
         stop_file = self._stop_file(gpu)

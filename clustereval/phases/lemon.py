@@ -10,11 +10,9 @@ from __future__ import annotations
 from clustereval.analysis.gpu_passes import three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
-    BUSY_PLAN,
     Guard,
     NodeGpus,
     PassAborted,
-    busy_text,
     launch,
     prepare_matmul_pass,
 )
@@ -66,8 +64,8 @@ class LemonPhase:
         guard = Guard(ctx, inv, self.settings)
         found = guard.foreign()
         if found:
-            out.error = busy_text(node, found, "The lemon GEMM pass")
-            return out, [Gap(self.name, out.error, BUSY_PLAN, node.name)]
+            out.error = "lemon.busy"
+            return out, [Gap(self.name, node=node.name, kind="lemon.busy", facts={"processes": found})]
         passes: list[dict[int, float | None]] = []
         try:
             passes.append(self._pass(ctx, inv, out, inv.indices, 1))
@@ -78,8 +76,8 @@ class LemonPhase:
                     passes.append(self._pass(ctx, inv, out, alive, p))
                 verdict = three_pass(passes)
         except PassAborted as exc:
-            out.error = exc.text
-            gaps.append(Gap(self.name, exc.text, exc.plan, node.name))
+            out.error = exc.kind
+            gaps.append(exc.gap(self.name, node.name))
             return out, gaps
         out.num_passes = len(passes)
         out.medians = [round(m, 4) for m in verdict.medians]
@@ -87,8 +85,9 @@ class LemonPhase:
         out.dead = [g.gpu for g in out.gpus if g.error]
         for g in out.gpus:
             if g.error:
-                gaps.append(Gap(self.name, f"gpu{g.gpu} of {node.name} gave no lemon GEMM result ({g.error}).",
-                                "drain the GPU and ask the provider to replace it, or re-run to confirm"))
+                # the Gap names no node (it never did); the node is a fact for its words
+                gaps.append(Gap(self.name, kind="lemon.gpu-dead", facts={"node": node.name, "gpu": g.gpu,
+                                                                          "error": g.error}))
         return out, gaps
 
     def _pass(self, ctx: RunContext, inv: NodeGpus, out: NodeLemon, gpus: list[int],
@@ -130,8 +129,8 @@ class LemonPhase:
                     todo.remove(g)
                     current = None
                     if done["event"] == "busy":
-                        procs = "; ".join(f"pid {p['pid']} ({p['name']}) on gpu{g}" for p in done.get("processes", []))
-                        raise PassAborted(busy_text(inv.node, [procs], "The lemon GEMM pass"))
+                        raise PassAborted("lemon.busy", processes=[f"pid {p['pid']} ({p['name']}) on gpu{g}"
+                                                                   for p in done.get("processes", [])])
                     if done["event"] == "error":
                         self._dead(out, g, str(done.get("error", "error")))
                         continue

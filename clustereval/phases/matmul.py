@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from clustereval.analysis.gpu_passes import gpu_label, three_pass
 from clustereval.analysis.gpus import loaded_outliers
@@ -20,7 +21,6 @@ from clustereval.phases.gpunode import (
     LoadSet,
     NodeGpus,
     PassAborted,
-    busy_text,
     check_interpreter,
     launch,
     prepare_matmul_pass,
@@ -118,8 +118,8 @@ class NodePass:
         self.loads = LoadSet(ctx, inv, settings, self.log_dir)
         self.shape: tuple[int, int, int] | None = None
 
-    def gap(self, text: str, plan: str) -> None:
-        self.gaps.append(Gap(MatmulPhase.name, text, plan, self.node.name))
+    def gap(self, kind: str, **facts: Any) -> None:
+        self.gaps.append(Gap(MatmulPhase.name, node=self.node.name, kind=kind, facts=facts))
 
     def run(self) -> tuple[NodeMatmul, list[Gap]]:
         """GPU0's search, then every other GPU at its MSMF shape; three passes when one is > 2% low."""
@@ -143,11 +143,11 @@ class NodePass:
     def _guarded(self, work: Callable[[], object]) -> tuple[NodeMatmul, list[Gap]]:
         t0 = time.monotonic()
         try:
-            self._check(set(), {}, "The GPU performance pass")
+            self._check(set(), {})
             work()
         except PassAborted as exc:
-            self.rec.error = exc.text
-            self.gap(exc.text, exc.plan)
+            self.rec.error = exc.kind
+            self.gaps.append(exc.gap(MatmulPhase.name, self.node.name))
         finally:
             self.loads.stop_all()
             self.rec.total_wall_s = round(time.monotonic() - t0, 1)
@@ -166,13 +166,14 @@ class NodePass:
         self.rec.medians = [round(m, 4) for m in verdict.medians]
         self.rec.flagged, self.rec.underperforming = verdict.flagged, verdict.underperforming
 
-    def _check(self, own_pids: set[int], own: dict[int, int], what: str) -> None:
+    def _check(self, own_pids: set[int], own: dict[int, int], gpu: int | None = None) -> None:
+        """Stop the pass when the run is interrupted or foreign processes are on the GPUs; ``gpu``:
+        the GPU about to be measured (None: the pass as a whole)."""
         if self.ctx.stop.is_set():
-            raise PassAborted(f"The GPU performance pass on {self.node.name} was interrupted.",
-                              "resume with `clustereval run --resume RUN_DIR`")
+            raise PassAborted("matmul.interrupted")
         found = self.guard.foreign(own_pids, own)
         if found:
-            raise PassAborted(busy_text(self.node, found, what))
+            raise PassAborted("matmul.busy", processes=found, gpu=gpu)
 
     def _gpu(self, gpu: int) -> GpuMsmf:
         return next(g for g in self.rec.gpus if g.gpu == gpu)
@@ -183,9 +184,9 @@ class NodePass:
         gpu0, siblings = gpus[0], gpus[1:]
         err = self.loads.ensure(set(siblings))
         if err:
-            self._fail(f"The search on gpu{gpu0} could not start: {err}.")
+            self._fail("matmul.search-not-started", gpu=gpu0, **err)
             return
-        self._check(self.loads.pids(), self.loads.per_gpu(), "The GPU performance pass")
+        self._check(self.loads.pids(), self.loads.per_gpu())
         args = ["--gpu", str(gpu0), "--siblings", ",".join(map(str, siblings)), *self.settings.held_args(),
                 "--coarse-budget", str(self.settings.coarse_budget)]
         if self.settings.grid:
@@ -202,20 +203,16 @@ class NodePass:
         self._interpreter(proc)
         result = proc.last("result")
         if rc != 0 or result is None:
-            why = "no output past the time limit" if rc is None else proc.error_text()
-            self._fail(f"The matmul search on gpu{gpu0} of {self.node.name} failed ({why}).")
+            self._fail("matmul.search-failed", gpu=gpu0, timed_out=rc is None,
+                       error="" if rc is None else proc.error_text())
             return
         summary = from_dict(SearchSummary, result["summary"])
         self.rec.search = summary
         self._facts(proc)
         if summary.msmf is None:
             # the pinned shapes and why each failed; a held shape without a reason only led to them
-            pinned = [f"{t.m}×{t.n}×{t.k} ({t.why})" for t in summary.sustained if t.stage != "hot" and t.why]
-            suspects = f" ({'; '.join(pinned)})" if pinned else " (none was large enough to reach it)"
-            rest = " to time the other GPUs at" if siblings else ""
-            self.gap(f"No matmul shape held gpu{gpu0} of {self.node.name} at its power limit when pinned{suspects}, "
-                     f"so there is no MSMF shape{rest}.",
-                     "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
+            pinned = [[t.m, t.n, t.k, t.why] for t in summary.sustained if t.stage != "hot" and t.why]
+            self.gap("matmul.no-msmf-shape", gpu=gpu0, pinned=pinned, siblings=bool(siblings))
             return
         self.shape = self.rec.msmf_shape = summary.msmf.shape
 
@@ -242,16 +239,14 @@ class NodePass:
         text = f"During the MSMF measurement of `{self._label(gpu)}` the worker saw idle siblings ({who} stopped computing)"
         return text + (", so it was measured again" if again else "")
 
-    def _fail(self, text: str) -> None:
-        self.rec.error = text
-        self.gap(text, "read the worker log in the raw folder, fix the cause and re-run with "
-                       "`clustereval run --resume RUN_DIR`")
+    def _fail(self, kind: str, **facts: Any) -> None:
+        self.rec.error = kind
+        self.gap(kind, **facts)
 
     def _interpreter(self, proc: WorkerProc) -> None:
         why = check_interpreter(self.ctx, self.node, proc)
-        if why and not any(why in g.text for g in self.gaps):
-            self.gap(f"The matmul worker did not run on the eval Python ({why}).",
-                     "check the launcher's PATH and re-run with `clustereval run --resume RUN_DIR`")
+        if why and not any(g.kind == "matmul.wrong-python" and g.facts.get("why") == why for g in self.gaps):
+            self.gap("matmul.wrong-python", why=why)
 
     def _facts(self, proc: WorkerProc) -> None:
         facts = proc.last("gpu") or {}
@@ -306,10 +301,8 @@ class NodePass:
         for attempt in (1, 2):
             err = self.loads.ensure(set(others))
             if err:
-                raise PassAborted(f"The GPU performance pass on {self.node.name} stopped before gpu{gpu}'s "
-                                  f"measurement: {err}.", "read the load logs in the raw folder, fix the cause and "
-                                  "re-run with `clustereval run --resume RUN_DIR`")
-            self._check(self.loads.pids(), self.loads.per_gpu(), f"The MSMF measurement of gpu{gpu}")
+                raise PassAborted("matmul.load-failed", gpu=gpu, **err)
+            self._check(self.loads.pids(), self.loads.per_gpu(), gpu)
             t0 = time.monotonic()
             timing, why = self._pinned(gpu, others, attempt)
             if not rec.timings:
@@ -321,18 +314,14 @@ class NodePass:
             self._unread_siblings(gpu, timing)
             if not timing.idle_siblings:
                 break
-            idle = ", ".join(f"gpu{g}" for g in timing.idle_siblings)
             self.rec.warnings.append(self._idle_text(gpu, timing.idle_siblings, again=attempt == 1))
             rec.idle_sibling_retries += 1
             if attempt == 2:
-                self.gap(f"The worker saw idle siblings twice while measuring `{self._label(gpu)}` ({idle} stopped "
-                         "computing), so its MSMF reads high.",
-                         "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
+                self.gap("matmul.idle-siblings-twice", label=self._label(gpu), idle=list(timing.idle_siblings))
         if failures >= 2 and timing is None:
             if gpu not in self.rec.dead:
                 self.rec.dead.append(gpu)
-            self.gap(f"The MSMF measurement of gpu{gpu} on {self.node.name} failed twice ({rec.errors[-1]}).",
-                     "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
+            self.gap("matmul.gpu-failed-twice", gpu=gpu, error=rec.errors[-1])
         rec.timings.append(timing)
         rec.tflops.append(held_rate(timing) if timing else None)
         return held_rate(timing) if timing else None

@@ -9,7 +9,6 @@ was set up; INFO lines are printed while connections are made, during the warm-u
 
 from __future__ import annotations
 
-from clustereval.analysis.rendezvous import fix_for
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import require_torch
 from clustereval.phases.settings import NetworkSettings
@@ -27,7 +26,6 @@ from clustereval.records.network import (
     AllreduceRecord,
     ConnectivityRecord,
     NcclEnvInfo,
-    RendezvousPlan,
     Sweep,
     SweepRow,
 )
@@ -38,36 +36,21 @@ NCCL_INFO_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,NET,P2P,SH
 NETWORK_TOOLS = ("clustereval.workers.connectivity", "clustereval.workers.allreduce", "clustereval.workers.distcommon")
 
 
-def launcher_gap(phase: str, what: str, res: LaunchResult) -> Gap:
-    """A job that failed to start or finish: a launcher problem, with each node's own exit."""
+def launcher_gap(phase: str, job: str, res: LaunchResult) -> Gap:
+    """A job that failed to start or finish (``job``: connectivity | allreduce-inter): a launcher problem,
+    with each node's own exit and the launch's diagnosis."""
     info = res.info
-    why = info.diagnosis_text or info.error or "the launch failed"
-    nodes = ", ".join(info.nodes)
-    exits = "; ".join(f"{e.node} {_exit_words(e)}" for e in info.exits if e.state != "ok")
-    plan = RendezvousPlan(is_host_node=info.is_host_node, local_addrs=dict(info.local_addrs),
-                          socket_ifnames=dict(info.socket_ifnames))
-    diagnosis = "not-joined" if info.not_joined and info.diagnosis in ("", "other") else info.diagnosis
-    return Gap(phase=phase,
-               text=f"{what} did not run: torchrun on {nodes} failed ({why}). Node by node: {exits}. "
-                    f"Log: `{info.logs[0] if info.logs else ''}`.",
-               plan=fix_for(diagnosis, plan))
-
-
-def _exit_words(e) -> str:  # noqa: ANN001 - a NodeExit
-    if e.state == "failed":
-        return f"exited {e.rc} after {e.seconds:.0f} s" + (f" ({e.cause})" if e.cause else "")
-    if e.state == "unreachable":
-        return f"could not be reached ({e.cause})"
-    return f"{e.cause or e.state} after {e.seconds:.0f} s"
-
-
-def _plan_for(diagnosis: str) -> str:
-    return fix_for(diagnosis, RendezvousPlan())
+    return Gap(phase=phase, kind="network.launch-failed",
+               facts={"job": job, "nodes": list(info.nodes), "diagnosis": info.diagnosis,
+                      "diagnosis_text": info.diagnosis_text, "error": info.error,
+                      "exits": [[e.node, e.state, e.rc, e.seconds, e.cause] for e in info.exits if e.state != "ok"],
+                      "log": info.logs[0] if info.logs else "", "not_joined": list(info.not_joined),
+                      "is_host_node": info.is_host_node, "local_addrs": [list(kv) for kv in info.local_addrs.items()],
+                      "socket_ifnames": [list(kv) for kv in info.socket_ifnames.items()]})
 
 
 def _interp_gaps(phase: str, res: LaunchResult) -> list[Gap]:
-    return [Gap(phase=phase, text=f"A worker did not run on the eval Python: {p}.",
-                plan="make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then re-run")
+    return [Gap(phase=phase, kind="network.wrong-interpreter", facts={"problem": p})
             for p in res.info.interpreter_problems]
 
 
@@ -105,11 +88,10 @@ class ConnectivityPhase:
         if not rec.allreduce_ok:
             rec.status = "failed"
             if res.info.ok:
-                rec.gaps.append(Gap(phase=self.name, text=f"The connectivity all-reduce returned a wrong sum on "
-                                    f"{rec.num_ranks - sum(1 for e in done if e.get('ok'))} rank(s).",
-                                    plan="run `clustereval snapshot` on the nodes and check the GPUs' health"))
+                rec.gaps.append(Gap(phase=self.name, kind="network.wrong-sum",
+                                    facts={"ranks": rec.num_ranks - sum(1 for e in done if e.get("ok"))}))
             else:
-                rec.gaps.append(launcher_gap(self.name, "The connectivity test", res))
+                rec.gaps.append(launcher_gap(self.name, "connectivity", res))
         return rec
 
 
@@ -195,9 +177,8 @@ class AllreducePhase:
         rec.intra = run_parallel(nodes, intra, ctx.transport.fanout) if nproc >= 2 else []
         for s in rec.intra:
             if not s.ok:
-                rec.gaps.append(Gap(phase=self.name, node=s.nodes[0],
-                                    text=f"The intra-node all-reduce sweep on {s.nodes[0]} did not complete: {s.error}.",
-                                    plan=_plan_for(s.launch.diagnosis)))
+                rec.gaps.append(Gap(phase=self.name, node=s.nodes[0], kind="network.intra-sweep-failed",
+                                    facts={"error": s.error, "diagnosis": s.launch.diagnosis}))
         if len(nodes) >= 2 and not ctx.stop.is_set():
             ctx.progress(self.name, nodes[0].name, f"inter-node sweep, {nproc * len(nodes)} ranks", None)
             res = launch(ctx, label="allreduce-inter-node", module="allreduce", args=args, nodes=nodes, nproc=nproc,
@@ -206,9 +187,9 @@ class AllreducePhase:
             rec.gaps.extend(_interp_gaps(self.name, res))
             rec.inter = sweep_from(res, "inter-node", backend, max_bytes)
             if not rec.inter.ok:
-                rec.gaps.append(launcher_gap(self.name, "The inter-node all-reduce benchmark", res) if not res.info.ok
-                                else Gap(phase=self.name, text=f"The inter-node all-reduce sweep: {rec.inter.error}.",
-                                         plan="read the launch log in the raw folder"))
+                rec.gaps.append(launcher_gap(self.name, "allreduce-inter", res) if not res.info.ok
+                                else Gap(phase=self.name, kind="network.inter-sweep-failed",
+                                         facts={"error": rec.inter.error}))
         if any(not s.ok for s in rec.intra) or (rec.inter is not None and not rec.inter.ok):
             rec.status = "partial" if any(s.ok for s in rec.intra) else "failed"
         return rec

@@ -22,23 +22,16 @@ class Need:
     apt: str
     dnf: str
     why: str
-    fallback: str  # what the eval does without it
-    url: str  # the tool's own documentation: the report links a tool where it first names it
     gpu_only: bool = False
 
 
+# what the eval does without each, and the tool's link, are the Gap's words: report/gaps/setup.py
 NEEDS = (
-    Need("fio", "fio", "fio", "the storage scans",
-         "the storage section has no `fio` figures for that node", "https://github.com/axboe/fio"),
-    Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate",
-         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
-         "https://manpages.debian.org/bookworm/infiniband-diags/ibstat.8.en.html"),
-    Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)",
-         "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
-         "https://man7.org/linux/man-pages/man8/rdma.8.html"),
+    Need("fio", "fio", "fio", "the storage scans"),
+    Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate"),
+    Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)"),
     Need("dcgmi", "datacenter-gpu-manager-4-cuda{cuda}", "datacenter-gpu-manager-4-cuda{cuda}",
-         "`dcgmi diag -r 2` hardware health", "the hardware health pass cannot run",
-         "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html", gpu_only=True),
+         "`dcgmi diag -r 2` hardware health", gpu_only=True),
 )
 
 # Probe script: fixed names only, no user data reaches the shell.
@@ -85,24 +78,14 @@ class PackagesPhase:
         for np_ in record.nodes:
             for need in NEEDS:
                 if need.binary in np_.missing:
-                    plan = self._plan(need, np_, record.enabled)
-                    record.gaps.append(Gap(phase=self.name, node=np_.node,
-                                           text=f"[`{need.binary}`]({need.url}) is missing on {np_.node}, so {need.fallback}.",
-                                           plan=plan))
+                    record.gaps.append(Gap(phase=self.name, node=np_.node, kind="packages.missing",
+                                           facts={"binary": need.binary, "apt": need.apt.split()[0],
+                                                  "dnf": need.dnf.split()[0], "enabled": record.enabled}))
         if any(not s.ok for s in steps):
             record.status = "partial" if any(s.ok for s in steps) else "failed"
         elif any(n.errors for n in record.nodes):
             record.status = "partial"
         return record
-
-    @staticmethod
-    def _plan(need: Need, np_: NodePackages, enabled: bool) -> str:
-        if need.binary == "dcgmi":
-            return ("add NVIDIA's CUDA repository (the `cuda-keyring` package) on the node, then "
-                    "`apt-get install -y --install-recommends datacenter-gpu-manager-4-cuda<CUDA major>` "
-                    "(dnf: the same package name), and re-run `clustereval run --phases health`")
-        how = "" if enabled else " (package installs are off: install_packages = false in cluster.toml)"
-        return f"install `{need.apt.split()[0]}` (apt) or `{need.dnf.split()[0]}` (dnf) on {np_.node}{how}, or accept as-is"
 
     def _node(self, ctx: RunContext, node: Node) -> NodePackages:
         out = NodePackages(node=node.name)

@@ -45,7 +45,8 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
     plan, probes = run_plan(ctx, nodes)
     rec.rendezvous = plan
     nproc, backend = ranks_per_node(ctx, probes)
-    payload = settings.payload_bytes or (settings.gpu_payload_bytes if backend == "nccl" else settings.cpu_payload_bytes)
+    payload = settings.payload_bytes or (settings.gpu_payload_bytes if backend == "nccl"
+                                         else settings.cpu_payload_bytes)
     rec.payload_bytes, rec.backend, rec.ranks_per_node = payload, backend, nproc
     by_name = {n.name: n for n in nodes}
     # one payload; with gloo held to what CPU ranks carry, as in the all-reduce sweep
@@ -113,14 +114,10 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
     if failed:
         rec.status = "partial" if len(failed) < len(results) else "failed"
         for r in failed:
-            rec.gaps.append(Gap(phase=phase, text=f"The pair {r.a} + {r.b} did not complete ({r.error}).",
-                                plan="read the pair's launch log in the raw folder, fix the cause and re-run "
-                                     "`clustereval pairwise`"))
+            rec.gaps.append(Gap(phase=phase, kind="pairwise.pair-failed", facts={"a": r.a, "b": r.b, "error": r.error}))
         if not rec.judged:
-            rec.gaps.append(Gap(phase=phase, text=f"No straggler was judged: {rec.why_not_judged}"
-                                + (f"; {', '.join(rec.not_joined)} joined no pair" if rec.not_joined else "")
-                                + ". This is a launcher problem, not a verdict on the fabric.",
-                                plan="fix the launch (see the pairs' errors above), then re-run `clustereval pairwise`"))
+            rec.gaps.append(Gap(phase=phase, kind="pairwise.not-judged",
+                                facts={"why": rec.why_not_judged, "not_joined": list(rec.not_joined)}))
     rec.wall_seconds = round(time.monotonic() - t0, 1)
     return rec
 

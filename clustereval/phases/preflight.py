@@ -19,7 +19,6 @@ import threading
 import time
 from collections import Counter
 
-from clustereval.analysis.rendezvous import fix_for
 from clustereval.config import Config
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
@@ -37,13 +36,11 @@ from clustereval.probes.preflight import (
 from clustereval.records import CommandResult, Gap
 from clustereval.records.network import RendezvousPlan
 from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, ProbeResult
+from clustereval.report.units import short_list
 from clustereval.transport.base import Node, run_parallel
 
 PHASE = "preflight"
-
-
-def _short(names: list[str], limit: int = 8) -> str:
-    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+PATH_PROBLEMS = {"missing": "does not exist", "unwritable": "is not writable by the eval user"}  # the probe's detail
 
 
 def _access_detail(ctx: RunContext) -> str:
@@ -59,7 +56,7 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
     multi = len(names) >= 2
     exec_value = {"local": "local exec on this machine"}.get(config.access, transport_desc)
     items.append(ChecklistItem("How to exec on a node", True, exec_value))
-    items.append(ChecklistItem("All node identities", bool(names), f"{len(names)}: {_short(names)}",
+    items.append(ChecklistItem("All node identities", bool(names), f"{len(names)}: {short_list(names)}",
                                'list every node in cluster.toml: nodes = ["gpu-a", "gpu-b"]'))
     if multi and config.access == "slurm":
         items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", True,
@@ -161,7 +158,7 @@ class Preflight:
             rec.status = "failed"
             for item in rec.checklist:
                 if item.need in rec.missing:
-                    rec.gaps.append(Gap(PHASE, f"Missing before the eval can start: {item.need}.", item.hint))
+                    rec.gaps.append(Gap(PHASE, kind="preflight.missing", facts={"need": item.need, "hint": item.hint}))
             return rec
         steps = [self._reach, self._node_facts, self._torch]
         if self.cfg.access == "slurm":
@@ -198,8 +195,7 @@ class Preflight:
         ok, detail = checked
         self._probe(ProbeResult("slurm", "all nodes", ok, detail, round(time.monotonic() - t0, 2)))
         if not ok:
-            self.rec.gaps.append(Gap(PHASE, f"{detail}.", "start an allocation that holds every node (salloc) "
-                                     "or set [slurm] nodes so clustereval asks for one"))
+            self.rec.gaps.append(Gap(PHASE, kind="preflight.allocation", facts={"detail": detail}))
         return ok
 
     # -- 1. every node answers ------------------------------------------------------------------
@@ -235,12 +231,12 @@ class Preflight:
         for node in self.nodes:
             exc = errors.get(node.name)
             if exc is not None:
-                self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint or "check the node is up", node=node.name))
+                self.rec.gaps.append(Gap(PHASE, node=node.name, kind="preflight.unreachable",
+                                         facts={"message": exc.message, "error_id": exc.error_id,
+                                                "hint": exc.hint or ""}))
         refused = [e for e in errors.values() if e.error_id == "ssh-unreachable" and "refused" in e.message]
         if self.cfg.ssh.port is not None and len(refused) == len(self.nodes) >= 2:
-            self.rec.gaps.insert(0, Gap(PHASE, f"Every node refused SSH on port {self.cfg.ssh.port}: the port is "
-                                        "probably wrong.", "set [ssh] port in cluster.toml to the nodes' sshd port "
-                                        "(see `ss -ltnp | grep sshd` on a node)"))
+            self.rec.gaps.insert(0, Gap(PHASE, kind="preflight.ssh-port-refused", facts={"port": self.cfg.ssh.port}))
         return False
 
     # -- 2. what each node has (one round trip per node) --------------------------------------
@@ -260,7 +256,9 @@ class Preflight:
             except TransportError as exc:
                 kind = {"ssh": "ssh", "slurm": "srun", "kubectl": "kubectl"}.get(self.cfg.access, "exec")
                 self._probe(ProbeResult(kind, node.name, False, exc.message))
-                self.rec.gaps.append(Gap(PHASE, f"{exc.message}.", exc.hint, node=node.name))
+                self.rec.gaps.append(Gap(PHASE, node=node.name, kind="preflight.probe-failed",
+                                         facts={"message": exc.message, "error_id": exc.error_id,
+                                                "hint": exc.hint or ""}))
                 return
             probe = parse_node_probe(res.stdout)
             probes[node.name] = probe
@@ -285,18 +283,15 @@ class Preflight:
         clustereval never creates local_scratch or a shared path (it would benchmark the wrong disk)."""
         if probe is None:
             return True
-        bad = [(p, "does not exist") for p in probe.missing_paths] + [(p, "is not writable by the eval user")
-                                                                       for p in probe.unwritable_paths]
+        bad = [(p, "missing") for p in probe.missing_paths] + [(p, "unwritable") for p in probe.unwritable_paths]
         if not bad:
             return True
-        for path, why in bad:
+        for path, problem in bad:
             key = "local_scratch" if path == self.cfg.local_scratch else "shared_paths"
-            self._probe(ProbeResult("paths", node.name, False, f"{key} {path} {why}"))
+            self._probe(ProbeResult("paths", node.name, False, f"{key} {path} {PATH_PROBLEMS[problem]}"))
             self.rec.missing.append(f"{key} {path} on {node.name}")
-            self.rec.gaps.append(Gap(PHASE, f"On {node.name}, `{path}` ({key} in cluster.toml) {why}; clustereval "
-                                     "never creates or benchmarks a configured path that is not there.",
-                                     f"create or mount {path} on {node.name} (writable by the eval user), or fix "
-                                     f"{key} in cluster.toml", node=node.name))
+            self.rec.gaps.append(Gap(PHASE, node=node.name, kind="preflight.path-unusable",
+                                     facts={"path": path, "key": key, "problem": PATH_PROBLEMS[problem]}))
         return False
 
     def _gpus(self, gpus: dict[str, int], notes: dict[str, str]) -> None:
@@ -364,12 +359,11 @@ class Preflight:
     def _tcp_probe(self, first: Node, endpoint: str, port: int) -> bool:
         no_python = [n.name for n in self.nodes if self.facts.get(n.name, NodeFacts()).error]
         if no_python:
-            why = "; ".join(f"{n}: {self.facts[n].error}" for n in no_python)
             for name in no_python:
                 self._probe(ProbeResult("tcp", name, False, f"`{self.python}` did not run: {self.facts[name].error}"))
-            self.rec.gaps.append(Gap(PHASE, f"`{self.python}` does not run on {_short(no_python)}, so the rendezvous "
-                                     f"port could not be checked ({why}).", "install python3 on the nodes, or set "
-                                     "eval_python in cluster.toml"))
+            self.rec.gaps.append(Gap(PHASE, kind="preflight.no-python",
+                                     facts={"python": self.python,
+                                            "nodes": [[n, self.facts[n].error] for n in no_python]}))
             return False
         self._progress(first.name, f"TCP from every node to the rendezvous endpoint {endpoint}:{port}")
         listener = self.ctx.transport.popen(first, [self.python, "-c", TCP_LISTEN_SNIPPET, str(port),
@@ -379,9 +373,8 @@ class Preflight:
             if first_line.strip() != "listening":
                 why = first_line.strip() or "the listener did not start"
                 self._probe(ProbeResult("tcp", first.name, False, why))
-                self.rec.gaps.append(Gap(PHASE, f"The rendezvous port {port} could not be opened on {first.name} "
-                                         f"({why.removeprefix('error: ')}).", "choose a free port: rdzv_port in "
-                                         "cluster.toml", node=first.name))
+                self.rec.gaps.append(Gap(PHASE, node=first.name, kind="preflight.rdzv-port-unavailable",
+                                         facts={"port": port, "why": why}))
                 return False
             argv = [self.python, "-c", TCP_CONNECT_SNIPPET, endpoint, str(port), str(self.settings.connect_s)]
 
@@ -401,10 +394,8 @@ class Preflight:
             listener.wait()
         bad = [p for p in self.rec.probes if p.kind == "tcp" and not p.ok]
         for p in bad:
-            self.rec.gaps.append(Gap(PHASE, f"{p.node} cannot open a TCP connection to the rendezvous endpoint "
-                                     f"({p.detail}).", f"allow TCP port {port} from every node to {endpoint} "
-                                     "(firewall, security group), or set rdzv_port to a port that is open",
-                                     node=p.node))
+            self.rec.gaps.append(Gap(PHASE, node=p.node, kind="preflight.tcp-blocked",
+                                     facts={"detail": p.detail, "port": port, "endpoint": endpoint}))
         return not bad
 
     def _peer_ssh(self) -> None:
@@ -431,24 +422,20 @@ class Preflight:
         run_parallel(self.nodes[1:], one, self.ctx.transport.fanout)
         bad = [p.node for p in self.rec.probes if p.kind == "peer-ssh" and not p.ok]
         item = next(c for c in self.rec.checklist if c.need == "SSH / launcher details")
-        item.value = item.value.replace("checked below", f"{'not working to ' + _short(bad) if bad else 'working'}")
+        item.value = item.value.replace("checked below", f"{'not working to ' + short_list(bad) if bad else 'working'}")
         if bad:
-            self.rec.gaps.append(Gap(PHASE, f"Passwordless SSH from {first.name} to {_short(bad)} does not work; "
-                                     "clustereval does not need it, but pdsh and DeepSpeed launches do.",
-                                     f"add {first.name}'s public key to those nodes' authorized_keys, or accept as-is"))
+            self.rec.gaps.append(Gap(PHASE, kind="preflight.peer-ssh", facts={"first": first.name, "nodes": bad}))
 
     # -- 4. CPU gloo across all nodes -----------------------------------------------------------
     def _gloo(self) -> bool:
         no_torch = {n: f for n, f in self.facts.items() if not f.torch}
         if no_torch:
-            why = "; ".join(f"{n}: {f.torch_error or f.error or 'torch not importable'}" for n, f in no_torch.items())
             for node in self.nodes:
                 self._probe(ProbeResult("gloo", node.name, False, f"not run: `{self.python}` has no torch on "
-                                        f"{_short(sorted(no_torch))}", skipped=True))
-            self.rec.gaps.append(Gap(PHASE, f"The CPU gloo check did not run: `{self.python}` cannot import torch on "
-                                     f"{_short(sorted(no_torch))} ({why}).", "set eval_python in cluster.toml to an "
-                                     "interpreter with torch on every node; the GPU connectivity test still checks the "
-                                     "rendezvous later"))
+                                        f"{short_list(sorted(no_torch))}", skipped=True))
+            why = [[n, f.torch_error or f.error or "torch not importable"] for n, f in no_torch.items()]
+            self.rec.gaps.append(Gap(PHASE, kind="preflight.gloo-no-torch",
+                                     facts={"python": self.python, "nodes": why}))
             return True
         port = self.cfg.rdzv_port
         self._progress("all nodes", "the rendezvous questions (hostnames, routes, interfaces)")
@@ -481,14 +468,16 @@ class Preflight:
             ok_all &= ok
         plan.proven = ok_all
         if not ok_all:
-            why = res.info.diagnosis_text
-            fix = fix_for(res.info.diagnosis, plan)
+            # the diagnosis and what the plan already applied: the plan of action is never a fix the launch had
+            facts = {"nodes": len(self.nodes), "diagnosis": res.info.diagnosis,
+                     "diagnosis_text": res.info.diagnosis_text, "is_host_node": plan.is_host_node,
+                     "local_addrs": sorted(map(list, plan.local_addrs.items())),
+                     "socket_ifnames": sorted(map(list, plan.socket_ifnames.items()))}
             failed = [p for p in self.rec.probes if p.kind == "gloo" and not p.ok and "stopped by us" not in p.detail]
             for p in failed or [p for p in self.rec.probes if p.kind == "gloo" and not p.ok]:
-                self.rec.gaps.append(Gap(PHASE, f"The CPU gloo all-reduce across {len(self.nodes)} nodes failed on "
-                                         f"{p.node}: {p.detail}" + (f" ({why})" if why else "") + ".",
-                                         f"{fix}; the log is {self.ctx.store.raw_rel}/preflight/gloo-{p.node}.log",
-                                         node=p.node))
+                self.rec.gaps.append(Gap(PHASE, node=p.node, kind="preflight.gloo-failed",
+                                         facts={**facts, "detail": p.detail,
+                                                "log": f"{self.ctx.store.raw_rel}/preflight/gloo-{p.node}.log"}))
         return ok_all
 
 

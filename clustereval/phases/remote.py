@@ -14,6 +14,7 @@ import clustereval
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import scratch_for
+from clustereval.report.gaps import say
 from clustereval.transport.base import Node
 
 PACKAGE_DIR = Path(clustereval.__file__).resolve().parent
@@ -94,10 +95,11 @@ def require_torch(ctx: RunContext) -> None:
     """Stop a pass that runs on torch before it launches anything when the eval Python has none: the
     pass's Gap then says torch is missing, never a launcher or fabric failure it did not have."""
     ev = ctx.records.get("evalpython")
-    broken = [g.node for g in (getattr(ev, "gaps", None) or []) if "cannot import torch" in g.text and g.node]
-    if ev is None or getattr(ev, "status", "ok") != "failed" or not broken:
+    no_torch = [g for g in (getattr(ev, "gaps", None) or []) if g.kind == "evalpython.no-torch" and g.node]
+    if ev is None or getattr(ev, "status", "ok") != "failed" or not no_torch:
         return
-    plan = next((g.plan for g in ev.gaps if "cannot import torch" in g.text and g.plan), "")
+    broken = [g.node for g in no_torch]
+    plan = say(no_torch[0]).plan
     raise ClusterEvalError(f"the eval Python cannot import torch on {', '.join(broken)}, and this pass runs on torch",
                            plan or "give the nodes torch, then run `clustereval run` again", error_id="no-torch")
 

@@ -39,7 +39,6 @@ from clustereval.report.units import iec_whole
 from clustereval.store import slug
 from clustereval.transport.base import Node
 
-FIO_PACKAGE = "fio"
 MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk
 # the code that ran fio and read its output, for the report to link (``publish_tools``)
 STORAGE_TOOLS = ("clustereval.phases.storage", "clustereval.probes.fio")
@@ -79,12 +78,9 @@ class StoragePhase:
         version = ctx.transport.run(node, [self.fio, "--version"], timeout_s=self.settings.command_timeout_s)
         rec.fio_version = version.stdout.strip() if version.ok else ""
         if not version.ok:
-            rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                text=f"`fio` is not installed on {node.name}, so the local and shared IO "
-                                     "benchmarks did not run.",
-                                plan=f"install the `{FIO_PACKAGE}` package on {node.name} (`apt-get install -y fio` "
-                                     "or `dnf install -y fio`), then `clustereval run --resume RUN_DIR --phases "
-                                     "storage`"))
+            rec.gaps.append(Gap(phase=self.name, node=node.name, kind="storage.fio-missing",
+                                facts={"tool": self.fio,
+                                       "error": last_line(version.stderr, f"exit {version.rc}")[:300]}))
         jobs = self._plan(ctx, volumes, rec)
         total_runs = len(jobs) * len(self.file_sizes) * len(fio_probe.OPS) if rec.fio_version else 0
         done = 0
@@ -99,23 +95,18 @@ class StoragePhase:
                     scan.layout = capture_layout(ctx, node, scan, area,
                                                  timeout_s=self.settings.layout_timeout_s)
                     if scan.layout and scan.layout.errors and not scan.layout.summary:
-                        rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                            text=f"The layout of `{path}` could not be read "
-                                                 f"({'; '.join(scan.layout.errors)}), so the findings cannot say "
-                                                 "how many storage targets one file is spread over.",
-                                            plan=f"install the {scan.layout.tool} client tools on {node.name}, or "
-                                                 "run them there by hand and add the output to the raw folder"))
+                        rec.gaps.append(Gap(phase=self.name, node=node.name, kind="storage.layout-unreadable",
+                                            facts={"path": path, "tool": scan.layout.tool,
+                                                   "errors": list(scan.layout.errors)}))
             except ScratchError as exc:
-                rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                    text=f"The IO benchmark of `{path}` did not run: {exc.message}.",
-                                    plan=exc.hint or "fix the path and re-run the storage phase"))
+                rec.gaps.append(Gap(phase=self.name, node=node.name, kind="storage.scan-refused",
+                                    facts={"path": path, "message": exc.message, "hint": exc.hint or ""}))
             except TransportError as exc:
                 note_error(ctx, self.name, node, exc, f"the fio scan of {path}")
                 rec.gaps.append(error_gap(ctx, self.name, f"the IO benchmark of `{path}`", node, exc,
                                           "`fio`"))
             done += len(self.file_sizes) * len(fio_probe.OPS)
-            for cell, gap in fio_cell_gaps(self.name, node.name, path, scan.cells,
-                                           "read the raw fio output, fix the cause, re-run the storage phase"):
+            for cell, gap in fio_cell_gaps(self.name, node.name, path, scan.cells):
                 note_failure(ctx, self.name, node, f"fio {cell.file_size_bytes} {cell.rw} on {path}")
                 rec.gaps.append(gap)
             if shared:
@@ -144,10 +135,8 @@ class StoragePhase:
             if rows:
                 out[path] = rows[-1]
             elif path != "/":
-                rec.gaps.append(Gap(phase=self.name, node=node.name,
-                                    text=f"`{path}` is not readable on {node.name} "
-                                         f"({last_line(res.stderr, 'df printed nothing')[:300]}), so it was not measured.",
-                                    plan="check the path in cluster.toml exists on the nodes"))
+                rec.gaps.append(Gap(phase=self.name, node=node.name, kind="storage.path-unreadable",
+                                    facts={"path": path, "error": last_line(res.stderr, "df printed nothing")[:300]}))
         ctx.raw("storage/df.txt", "\n".join(f"{p}\t{r.source}\t{r.fstype}\t{r.size_bytes}\t{r.target}"
                                             for p, r in out.items()) + "\n")
         return out
@@ -157,11 +146,8 @@ class StoragePhase:
         jobs: list[tuple[str, bool, object]] = []
         local = normalize(ctx.config.local_scratch)
         if local in volumes and volumes[local].fstype in MEMORY_FSTYPES:
-            rec.gaps.append(Gap(phase=self.name, node=ctx.nodes[0].name,
-                                text=f"`{local}` is a {volumes[local].fstype} (memory, not a disk), so the local disk "
-                                     "IO benchmark did not run there.",
-                                plan="set local_scratch in cluster.toml to a folder on the node's local disk, then "
-                                     "`clustereval run --resume RUN_DIR --phases storage`"))
+            rec.gaps.append(Gap(phase=self.name, node=ctx.nodes[0].name, kind="storage.local-in-memory",
+                                facts={"path": local, "fstype": volumes[local].fstype}))
         elif local in volumes:
             jobs.append((local, False, None))
         candidates = []
@@ -344,8 +330,8 @@ class StoragePhase:
                                   f"{iec_whole(self.concurrent_bytes)})")
             area = scratch.ensure(first, mount)
         except (ScratchError, TransportError) as exc:
-            rec.gaps.append(Gap(phase=self.name, text=f"The concurrent write to `{mount}` did not run: {exc.message}.",
-                                plan=getattr(exc, "hint", "") or "fix the path and re-run the storage phase"))
+            rec.gaps.append(Gap(phase=self.name, kind="storage.concurrent-refused",
+                                facts={"path": mount, "message": exc.message, "hint": getattr(exc, "hint", "") or ""}))
             return None
         folder = posixpath.join(area.path, "concurrent-write")
         ctx.transport.run(first, ["mkdir", "-p", "--", folder], timeout_s=self.settings.command_timeout_s)
@@ -382,9 +368,8 @@ class StoragePhase:
                 rec.gaps.append(step_gaps[w.node])
             elif w.error:
                 note_failure(ctx, self.name, next(n for n in ctx.nodes if n.name == w.node), w.error)
-                rec.gaps.append(Gap(phase=self.name, node=w.node,
-                                    text=f"{w.node} did not finish the concurrent write to `{mount}`: {w.error}.",
-                                    plan="check the node and the mount, then re-run the storage phase"))
+                rec.gaps.append(Gap(phase=self.name, node=w.node, kind="storage.concurrent-node-failed",
+                                    facts={"path": mount, "error": w.error}))
         ctx.raw("storage/concurrent-write.txt",
                 "\n".join(f"{w.node}\t{w.bytes_written}\t{w.seconds}\t{w.mib_s:.1f}\t{w.error}" for w in cw.nodes) + "\n")
         return cw
@@ -544,11 +529,12 @@ def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> st
     return "; ".join(parts)
 
 
-def fio_cell_gaps(phase: str, node: str, path: str, cells: list[FioCell], plan: str) -> list[tuple[FioCell, Gap]]:
+def fio_cell_gaps(phase: str, node: str, path: str, cells: list[FioCell]) -> list[tuple[FioCell, Gap]]:
     """A Gap for each fio run of a scan that has no figures, beside the run it is about. An
-    interrupted run is not one: it is discarded and runs again on --resume."""
-    return [(c, Gap(phase=phase, node=node, text=f"`fio` has no {iec_whole(c.file_size_bytes)} {c.rw} figures "
-                                                 f"for `{path}`: {c.error}.", plan=plan))
+    interrupted run is not one: it is discarded and runs again on --resume. The storage phase and
+    `debug fs` (phase ``debug-fs``) share it; the plan is worded for the phase."""
+    return [(c, Gap(phase=phase, node=node, kind="storage.fio-run-failed",
+                    facts={"path": path, "size": c.file_size_bytes, "rw": c.rw, "error": c.error}))
             for c in cells if c.error and c.error != "interrupted"]
 
 

@@ -31,6 +31,7 @@ from clustereval.records.storage import (
     MountScan,
     StorageRecord,
 )
+from clustereval.report.gaps import say
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 from clustereval.report.units import fmt_bw, fmt_iops_m, fmt_latency, fmt_ratio, fmt_target, iec_df, iec_whole
@@ -118,7 +119,8 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
         write_shared(doc, heading, group, local, first=group is shared_groups[0])
     if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
         write_concurrent(doc, rec.concurrent, view)
-    gaps = _fio_linked(doc, list(rec.gaps) + no_shared_gap(rec) + setup_gaps(view, "storage", rec.gaps))
+    own = [say(g) for g in rec.gaps]  # worded already when the view's records are; said here for any other caller
+    gaps = _fio_linked(doc, own + [say(g) for g in no_shared_gap(rec)] + setup_gaps(view, "storage", own))
     render_gaps(doc, gaps)
     findings = storage_findings(rec, targets)
     return SectionResult(findings=findings, gaps=gaps)
@@ -129,15 +131,9 @@ def no_shared_gap(rec: StorageRecord) -> list[Gap]:
     if rec.shared_paths or rec.shared:
         return []
     if rec.shared_paths is None and (any(p.shared for p in rec.partitions)
-                                     or any("shared" in g.text.lower() for g in rec.gaps)):
+                                     or any("shared" in say(g).text.lower() for g in rec.gaps)):
         return []  # a record from before shared_paths was kept: only a run with no shared mount at all counts
-    concurrent = ", and the concurrent write from every node" if rec.num_nodes >= 2 else ""
-    return [Gap(phase="storage",
-                text=f"No shared filesystem was named, so the shared `fio` scan{concurrent} did not run: the figures "
-                     "above describe the local disk only.",
-                plan="name the shared filesystem every node mounts (the one checkpoints and datasets go to) as "
-                     "`shared_paths` in cluster.toml, then run `clustereval run` again; or accept that this cluster "
-                     "has no shared filesystem")]
+    return [Gap(phase="storage", kind="storage.no-shared", facts={"num_nodes": rec.num_nodes})]
 
 
 # ---- Existing Partitions ----------------------------------------------------------------------

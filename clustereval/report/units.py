@@ -103,6 +103,11 @@ def span(values: Iterable[float], unit: str, fmt=None) -> str:  # noqa: ANN001
     return f"{lo} {unit}" if lo == hi else f"{lo}–{hi} {unit}"
 
 
+def short_list(names: list[str], limit: int = 8) -> str:
+    """``a, b, c``; past ``limit`` names, the first ``limit`` and "and N more"."""
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 

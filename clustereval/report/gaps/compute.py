@@ -1,4 +1,4 @@
-"""Wordings of the compute phases' Gaps: hardware health, the matmul search, lemon GEMM."""
+"""Wordings of the compute phases' Gaps: hardware health, the matmul search, lemon GEMM, no GPU visible."""
 
 from __future__ import annotations
 
@@ -58,3 +58,108 @@ def _diag(g: Gap) -> tuple[str, str]:
 @wording("matmul.node-without-gpu")
 def _node_without_gpu(g: Gap) -> tuple[str, str]:
     return f"{g.node} has no GPU ({g.facts['error']}), so it has no MSMF.", NO_GPU_PLAN
+
+
+# -- the matmul pass and lemon GEMM (phases/matmul.py, phases/lemon.py) ----------------------
+
+BUSY_PLAN = ("find out whose processes these are and re-run the pass when the GPUs are free "
+             "(`clustereval run --resume RUN_DIR`)")
+WORKER_LOG_PLAN = ("read the worker log in the raw folder, fix the cause and re-run with "
+                   "`clustereval run --resume RUN_DIR`")
+
+
+def busy_text(node: str, found: list[str], what: str) -> str:
+    return (f"{what} on {node} was stopped: foreign compute processes were on its GPUs "
+            f"({'; '.join(found)}), so its numbers would not be this hardware's alone.")
+
+
+def load_not_started(f: dict) -> str:
+    """Why a sibling load did not run (``LoadSet.ensure``'s facts)."""
+    return f"the continuous matmul on gpu{f['load_gpu']} did not start ({f['load_error']})"
+
+
+@wording("matmul.interrupted")
+def _matmul_interrupted(g: Gap) -> tuple[str, str]:
+    return f"The GPU performance pass on {g.node} was interrupted.", "resume with `clustereval run --resume RUN_DIR`"
+
+
+@wording("matmul.busy")
+def _matmul_busy(g: Gap) -> tuple[str, str]:
+    gpu = g.facts.get("gpu")
+    what = "The GPU performance pass" if gpu is None else f"The MSMF measurement of gpu{gpu}"
+    return busy_text(g.node, g.facts["processes"], what), BUSY_PLAN
+
+
+@wording("matmul.load-failed")
+def _matmul_load_failed(g: Gap) -> tuple[str, str]:
+    return (f"The GPU performance pass on {g.node} stopped before gpu{g.facts['gpu']}'s measurement: "
+            f"{load_not_started(g.facts)}.",
+            "read the load logs in the raw folder, fix the cause and re-run with `clustereval run --resume RUN_DIR`")
+
+
+@wording("matmul.search-not-started")
+def _search_not_started(g: Gap) -> tuple[str, str]:
+    return f"The search on gpu{g.facts['gpu']} could not start: {load_not_started(g.facts)}.", WORKER_LOG_PLAN
+
+
+@wording("matmul.search-failed")
+def _search_failed(g: Gap) -> tuple[str, str]:
+    why = "no output past the time limit" if g.facts.get("timed_out") else g.facts["error"]
+    return f"The matmul search on gpu{g.facts['gpu']} of {g.node} failed ({why}).", WORKER_LOG_PLAN
+
+
+@wording("matmul.no-msmf-shape")
+def _no_msmf_shape(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    pinned = [f"{m}×{n}×{k} ({why})" for m, n, k, why in f.get("pinned", [])]
+    suspects = f" ({'; '.join(pinned)})" if pinned else " (none was large enough to reach it)"
+    rest = " to time the other GPUs at" if f.get("siblings") else ""
+    return (f"No matmul shape held gpu{f['gpu']} of {g.node} at its power limit when pinned{suspects}, "
+            f"so there is no MSMF shape{rest}.",
+            "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
+
+
+@wording("matmul.wrong-python")
+def _wrong_python(g: Gap) -> tuple[str, str]:
+    return (f"The matmul worker did not run on the eval Python ({g.facts['why']}).",
+            "check the launcher's PATH and re-run with `clustereval run --resume RUN_DIR`")
+
+
+@wording("matmul.idle-siblings-twice")
+def _idle_twice(g: Gap) -> tuple[str, str]:
+    idle = ", ".join(f"gpu{i}" for i in g.facts["idle"])
+    return (f"The worker saw idle siblings twice while measuring `{g.facts['label']}` ({idle} stopped computing), "
+            "so its MSMF reads high.",
+            "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
+
+
+@wording("matmul.gpu-failed-twice")
+def _gpu_failed_twice(g: Gap) -> tuple[str, str]:
+    return (f"The MSMF measurement of gpu{g.facts['gpu']} on {g.node} failed twice ({g.facts['error']}).",
+            "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
+
+
+@wording("lemon.busy")
+def _lemon_busy(g: Gap) -> tuple[str, str]:
+    return busy_text(g.node, g.facts["processes"], "The lemon GEMM pass"), BUSY_PLAN
+
+
+@wording("lemon.gpu-dead")
+def _lemon_gpu_dead(g: Gap) -> tuple[str, str]:
+    # the Gap names no node (phases/lemon.py); the node is a fact
+    return (f"gpu{g.facts['gpu']} of {g.facts['node']} gave no lemon GEMM result ({g.facts['error']}).",
+            "drain the GPU and ask the provider to replace it, or re-run to confirm")
+
+
+# -- a GPU phase on a cluster whose environment record shows no GPU (analysis/gpus.py) ---------
+
+@wording("gpu.not-visible")
+def _gpu_not_visible(g: Gap) -> tuple[str, str]:
+    what, nodes = g.facts["what"], g.facts.get("nodes", [])
+    reasons = sorted({visibility or "nvidia-smi listed no GPU" for _, visibility in nodes})
+    names = ", ".join(f"`{name}`" for name, _ in nodes) or "the nodes"
+    return (f"{what[:1].upper() + what[1:]} did not run: no NVIDIA GPU was visible on {names} "
+            f"({'; '.join(reasons)}).",
+            "run clustereval on the GPU nodes, or make the GPUs visible where it ran (the NVIDIA driver loaded, "
+            "`nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept as-is for a "
+            "CPU-only evaluation")

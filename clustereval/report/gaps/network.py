@@ -1,0 +1,75 @@
+"""Wordings of the network phases' Gaps: connectivity, the all-reduce sweeps, the pairwise hunt (also as
+`clustereval pairwise` and `clustereval debug nccl` run it)."""
+
+from __future__ import annotations
+
+from clustereval.analysis.rendezvous import fix_for
+from clustereval.records import Gap
+from clustereval.records.network import RendezvousPlan
+from clustereval.report.gaps._registry import wording
+
+# the launches a "network.launch-failed" Gap names (its fact "job")
+LAUNCH_JOBS = {"connectivity": "The connectivity test", "allreduce-inter": "The inter-node all-reduce benchmark"}
+
+
+def _exit_words(state: str, rc: int | None, seconds: float, cause: str) -> str:
+    if state == "failed":
+        return f"exited {rc} after {seconds:.0f} s" + (f" ({cause})" if cause else "")
+    if state == "unreachable":
+        return f"could not be reached ({cause})"
+    return f"{cause or state} after {seconds:.0f} s"
+
+
+@wording("network.launch-failed")
+def _launch_failed(g: Gap) -> tuple[str, str]:
+    """A job that failed to start or finish: a launcher problem, with each node's own exit."""
+    f = g.facts
+    why = f.get("diagnosis_text") or f.get("error") or "the launch failed"
+    exits = "; ".join(f"{node} {_exit_words(state, rc, seconds, cause)}" for node, state, rc, seconds, cause
+                      in f.get("exits", []))
+    what = LAUNCH_JOBS.get(f["job"], f["job"])
+    diagnosis = f.get("diagnosis", "")
+    if f.get("not_joined") and diagnosis in ("", "other"):
+        diagnosis = "not-joined"
+    plan = RendezvousPlan(is_host_node=f.get("is_host_node", ""), local_addrs=dict(f.get("local_addrs", [])),
+                          socket_ifnames=dict(f.get("socket_ifnames", [])))
+    return (f"{what} did not run: torchrun on {', '.join(f.get('nodes', []))} failed ({why}). Node by node: {exits}. "
+            f"Log: `{f.get('log', '')}`.", fix_for(diagnosis, plan))
+
+
+@wording("network.wrong-interpreter")
+def _wrong_interpreter(g: Gap) -> tuple[str, str]:
+    return (f"A worker did not run on the eval Python: {g.facts['problem']}.",
+            "make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then re-run")
+
+
+@wording("network.wrong-sum")
+def _wrong_sum(g: Gap) -> tuple[str, str]:
+    return (f"The connectivity all-reduce returned a wrong sum on {g.facts['ranks']} rank(s).",
+            "run `clustereval snapshot` on the nodes and check the GPUs' health")
+
+
+@wording("network.intra-sweep-failed")
+def _intra_sweep_failed(g: Gap) -> tuple[str, str]:
+    return (f"The intra-node all-reduce sweep on {g.node} did not complete: {g.facts['error']}.",
+            fix_for(g.facts.get("diagnosis", ""), RendezvousPlan()))
+
+
+@wording("network.inter-sweep-failed")
+def _inter_sweep_failed(g: Gap) -> tuple[str, str]:
+    return f"The inter-node all-reduce sweep: {g.facts['error']}.", "read the launch log in the raw folder"
+
+
+@wording("pairwise.pair-failed")
+def _pair_failed(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    return (f"The pair {f['a']} + {f['b']} did not complete ({f['error']}).",
+            "read the pair's launch log in the raw folder, fix the cause and re-run `clustereval pairwise`")
+
+
+@wording("pairwise.not-judged")
+def _not_judged(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    who = f"; {', '.join(f['not_joined'])} joined no pair" if f.get("not_joined") else ""
+    return (f"No straggler was judged: {f['why']}{who}. This is a launcher problem, not a verdict on the fabric.",
+            "fix the launch (see the pairs' errors above), then re-run `clustereval pairwise`")
