@@ -210,6 +210,7 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         ctx.defects.pop(name, None)
         subset = resume_subset(name, state, ctx) if name != gate else None
         every = ctx.nodes
+        seen = len(ctx.retries)
         try:
             if subset:
                 ctx.nodes = subset
@@ -227,6 +228,9 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
             if on_phase:
                 on_phase(name, "interrupted")
             break
+        retried = ctx.retries[seen:]
+        if retried:  # commands safe to repeat that a transient failure made run again
+            ctx.raw(f"retries/{name}.txt", "".join(f"{line}\n" for line in retried))
         store.save_record(name, record)
         ctx.records[name] = record
         ended = outcome_of(name, record, ctx)

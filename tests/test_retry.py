@@ -77,3 +77,50 @@ def test_wraps_a_real_transport(tmp_path: Path):
     t = RetryingTransport(LocalTransport())
     res = t.run(Node("here", "here"), ["sh", "-c", "echo $0", "x; echo injected"])
     assert res.stdout.strip() == "x; echo injected"
+
+
+class ResetsTwice(LocalTransport):
+    """This machine, over a link that resets the first two commands sent to it (as a flaky ssh
+    hop does); everything after goes through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resets: list[list[str]] = []
+
+    def run(self, node, argv, **kw):
+        if len(self.resets) < 2 and argv != ["true"]:
+            self.resets.append(list(argv))
+            raise TransportError(node.name, "connection reset by peer", transient=True)
+        return super().run(node, argv, **kw)
+
+
+def test_a_phase_rides_out_a_reset_link_on_its_repeatable_commands(tmp_path):
+    """The environment inventory's probes are read-only, so they go through ``ctx.repeatable``: two
+    reset connections are retried, the node keeps its whole inventory and is not lost, and the run
+    folder says what was run again."""
+    from tests.test_environment_phase import make_ctx
+
+    from clustereval.runner import execute
+
+    flaky = ResetsTwice()
+    ctx = make_ctx(tmp_path, transport=flaky)
+    ctx.repeatable.backoff_s = 0.05  # the wrapper's own pacing is test_transient_failure_is_retried's
+    outcome = execute(ctx, ["environment"], gate=None)
+    assert len(flaky.resets) == 2 and outcome.failed == [] and not ctx.lost_nodes
+    env = ctx.records["environment"]
+    assert env.status == "ok" and env.nodes[0].hostname and not env.gaps
+    assert ctx.retries == [f"{ctx.nodes[0].name}: connection reset by peer"] * 2
+    logged = (ctx.store.raw_dir / "retries" / "environment.txt").read_text().splitlines()
+    assert logged == ctx.retries
+
+
+def test_a_command_that_is_not_safe_to_repeat_is_never_retried(tmp_path):
+    from tests.test_environment_phase import make_ctx
+
+    flaky = ResetsTwice()
+    ctx = make_ctx(tmp_path, transport=flaky)
+    with pytest.raises(TransportError, match="connection reset"):
+        ctx.transport.run(ctx.nodes[0], ["mkdir", str(tmp_path / "once")])
+    assert flaky.resets == [["mkdir", str(tmp_path / "once")]] and ctx.retries == []
+    assert ctx.repeatable.run(ctx.nodes[0], ["true"]).ok  # the wrapper is over this very transport
+    assert ctx.repeatable is ctx.repeatable

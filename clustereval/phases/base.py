@@ -11,6 +11,7 @@ from clustereval.config import Config
 from clustereval.phases.scratch import Scratch
 from clustereval.store import RunStore
 from clustereval.transport.base import Node, Transport
+from clustereval.transport.retry import RetryingTransport
 
 ProgressFn = Callable[[str, str, str, float | None], None]  # phase, node, message, seconds left
 
@@ -47,6 +48,25 @@ class RunContext:
     launch_env: dict[str, dict[str, str]] = field(default_factory=dict)
     # phase -> clustereval's own error that ended it this attempt (state.json's "defect")
     defects: dict[str, str] = field(default_factory=dict)
+
+    # ``repeatable``'s retrying wrapper over ``transport``, built on first use
+    retrying: RetryingTransport | None = field(default=None, repr=False)
+
+    @property
+    def repeatable(self) -> Transport:
+        """``transport`` for the commands that are safe to run twice: read-only probes, a package or
+        pip install, a copy. A transient failure (a reset connection, a slow banner on a loaded node)
+        is retried with backoff, and counts as the node's failure only when a second probe fails
+        too; every retry is listed in ``retries``. Anything else (a ``mkdir`` that refuses an
+        existing folder, a benchmark, a launch) goes through ``transport`` and is never repeated."""
+        if self.retrying is None or self.retrying.inner is not self.transport:
+            self.retrying = RetryingTransport(self.transport)
+        return self.retrying
+
+    @property
+    def retries(self) -> list[str]:
+        """The error (naming its node) of every command ``repeatable`` ran again."""
+        return list(self.retrying.retries) if self.retrying is not None else []
 
     def raw(self, rel: str, text: str | bytes) -> None:
         self.store.write_raw(rel, text)

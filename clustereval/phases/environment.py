@@ -96,10 +96,10 @@ class EnvironmentPhase:
         def one(tool: str) -> CommandResult:
             if tool == SOFTWARE:
                 argv = worker_argv(ctx, "software")
-                res = ctx.transport.run(node, argv, timeout_s=TIMEOUT_S[SOFTWARE], env=worker_env(ctx, node))
+                res = ctx.repeatable.run(node, argv, timeout_s=TIMEOUT_S[SOFTWARE], env=worker_env(ctx, node))
             else:
                 argv = TOOLS[tool]()
-                res = ctx.transport.run(node, argv, timeout_s=TIMEOUT_S.get(tool, DEFAULT_TIMEOUT_S))
+                res = ctx.repeatable.run(node, argv, timeout_s=TIMEOUT_S.get(tool, DEFAULT_TIMEOUT_S))  # read-only
             rel = f"env/{node.name}/{tool}.txt"
             text = f"$ {shell_join(argv)}\n{res.stdout}"
             if res.stderr.strip():

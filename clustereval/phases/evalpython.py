@@ -147,7 +147,7 @@ class EvalPythonPhase:
         # Ask the index before building anything: with no route to it there is nothing to build.
         for tag in tags:
             url = f"{ctx.config.torch_index.rstrip('/')}/{tag}"
-            res = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch",
+            res = ctx.repeatable.run(first, ["python3", "-m", "pip", "index", "versions", "torch",
                                             "--index-url", url, *PIP_NET], timeout_s=90)
             latest = parse_index_versions(res.stdout)
             if latest:
@@ -165,7 +165,7 @@ class EvalPythonPhase:
     def _from_default_index(self, ctx: RunContext, rec: EvalPythonRecord, tag: str) -> bool:
         first = ctx.nodes[0]
         ctx.progress(self.name, first.name, "looking up torch on the index pip is configured with", None)
-        res = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch", *PIP_DEFAULT],
+        res = ctx.repeatable.run(first, ["python3", "-m", "pip", "index", "versions", "torch", *PIP_DEFAULT],
                                 timeout_s=120)
         listed = parse_available_versions(res.stdout)
         latest = parse_index_versions(res.stdout) or (listed[0] if listed else "")
@@ -223,7 +223,7 @@ class EvalPythonPhase:
                                 facts={"mode": rec.mode, "why": why, "index_tag": rec.index_tag}))
 
     def _versions(self, ctx: RunContext, node: Node, python: str) -> dict:
-        res = ctx.transport.run(node, [python, "-c", _VERSION_SNIPPET], timeout_s=120)
+        res = ctx.repeatable.run(node, [python, "-c", _VERSION_SNIPPET], timeout_s=120)
         info = last_json(res.stdout)
         if not res.ok and "error" not in info:
             info["error"] = (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
@@ -249,13 +249,14 @@ class EvalPythonPhase:
             except ScratchError as exc:
                 rec.tried.append(f"venv on {node.name}: {exc.message}")
                 return False
-            made = ctx.transport.run(node, ["python3", "-m", "venv", venv], timeout_s=300)
+            made = ctx.repeatable.run(node, ["python3", "-m", "venv", venv], timeout_s=300)  # again: the same venv
             if not made.ok:
                 rec.tried.append(f"venv on {node.name}: " + last_line(made.stderr, "no output")[:200])
                 return False
             ctx.progress(self.name, node.name, f"installing {' '.join(torch_spec)} from {where}", None)
-            res = ctx.transport.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
-                                    timeout_s=3600)
+            # pip over a reset connection is the runbook's case for a retry: installing again is harmless
+            res = ctx.repeatable.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
+                                     timeout_s=3600)
             if not res.ok:
                 rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: "
                                  + last_line(res.stderr, "no output")[:200])

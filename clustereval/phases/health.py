@@ -68,7 +68,7 @@ class HealthPhase:
 
     def _node(self, ctx: RunContext, node: Node) -> tuple[NodeHealth | None, list[Gap]]:
         timeout_s = self.settings.command_timeout_s
-        probe = ctx.transport.run(node, ["sh", "-c", _HEALTH_PROBE], timeout_s=timeout_s)
+        probe = ctx.repeatable.run(node, ["sh", "-c", _HEALTH_PROBE], timeout_s=timeout_s)
         have = {ln[5:] for ln in probe.stdout.splitlines() if ln.startswith("have:")}
         os_line = next((ln[3:] for ln in probe.stdout.splitlines() if ln.startswith("os:")), "")
         cuda = cuda_major(probe.stdout)

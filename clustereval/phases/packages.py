@@ -91,7 +91,7 @@ class PackagesPhase:
         out = NodePackages(node=node.name)
         # a sub-second probe; the margin is for a saturated node or exec path (kubectl exec through the API
         # server), where 30 s once ran out and a healthy node was reported partial
-        probe = ctx.transport.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S)
+        probe = ctx.repeatable.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S)
         have, uid, cuda = parse_probe(probe.stdout)
         has_gpu = "nvidia-smi" in have
         needed = [n for n in NEEDS if has_gpu or not n.gpu_only]
@@ -134,7 +134,7 @@ class PackagesPhase:
             else:
                 out.errors.append(f"{' '.join(pkgs)}: " + last_line(res.stderr or res.stdout, "no output"))
         # a second probe decides what is really there (an install can "fail" after succeeding)
-        again, _, _ = parse_probe(ctx.transport.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S).stdout)
+        again, _, _ = parse_probe(ctx.repeatable.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S).stdout)
         out.missing = [n.binary for n in lacking if n.binary not in again]
         out.present = sorted(set(out.present) | {n.binary for n in lacking if n.binary in again})
         return out

@@ -37,11 +37,11 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
     if node.name in ctx.shipped:
         return ctx.shipped[node.name]
     remote = f"{ensure_node_scratch(ctx, node)}/pkg"
-    ctx.transport.run(node, ["mkdir", "-p", remote], timeout_s=30)
+    ctx.repeatable.run(node, ["mkdir", "-p", remote], timeout_s=30)  # -p and a copy: safe to repeat
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "clustereval"
         _copy_sources(PACKAGE_DIR, staged)
-        ctx.transport.put(node, staged, f"{remote}/clustereval")
+        ctx.repeatable.put(node, staged, f"{remote}/clustereval")
     ctx.shipped[node.name] = remote
     return remote
 

@@ -29,7 +29,7 @@ class RetryingTransport(Transport):
         self.attempts = max(1, attempts)
         self.backoff_s = backoff_s
         self._sleep = sleep
-        self.retries: list[str] = []  # "node: message" for every retried failure (the record shows them)
+        self.retries: list[str] = []  # the error of every retried failure ("node2 (10.0.0.12:22): connection reset")
 
     def _with_retry(self, node: Node, what: Callable[[], object]):
         last: TransportError | None = None
@@ -40,7 +40,7 @@ class RetryingTransport(Transport):
                 if not exc.transient:
                     raise
                 last = exc
-                self.retries.append(f"{node.name}: {exc.message}")
+                self.retries.append(exc.message)  # it names the node as the user knows it
                 self._sleep(self.backoff_s * (2 ** attempt))
         # out of attempts: confirm with a second probe before the failure counts
         try:
