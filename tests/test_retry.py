@@ -98,9 +98,8 @@ def test_a_phase_rides_out_a_reset_link_on_its_repeatable_commands(tmp_path):
     """The environment inventory's probes are read-only, so they go through ``ctx.repeatable``: two
     reset connections are retried, the node keeps its whole inventory and is not lost, and the run
     folder says what was run again."""
-    from tests.test_environment_phase import make_ctx
-
     from clustereval.runner import execute
+    from tests.test_environment_phase import make_ctx
 
     flaky = ResetsTwice()
     ctx = make_ctx(tmp_path, transport=flaky)
