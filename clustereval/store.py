@@ -33,13 +33,6 @@ def utc_stamp(now: dt.datetime | None = None) -> str:
     return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%d-%H%MZ")
 
 
-def slug(text: str, sep: str = "_", default: str = "") -> str:
-    """``text`` as one part of a file name: each run of characters other than ASCII letters,
-    digits and ``._-`` becomes ``sep``, ``sep`` is trimmed from the ends, and ``default`` stands
-    in when nothing is left (``"node 7/a"`` -> ``node_7_a``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", sep, text).strip(sep) or default
-
-
 def utc_now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -15,10 +15,11 @@ import tarfile
 from pathlib import Path
 
 from clustereval.analysis.snapshot import format_signal
+from clustereval.names import slug
 from clustereval.records import to_dict
 from clustereval.records.snapshot import NodeSnapshot, Signal, SnapshotRecord
 from clustereval.redact import mount_table
-from clustereval.store import atomic_write, slug, utc_now_iso, utc_stamp
+from clustereval.store import atomic_write, utc_now_iso, utc_stamp
 
 # snapshot section -> file name in the bundle (the tool's own output, unchanged)
 RAW_FILES = {

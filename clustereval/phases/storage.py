@@ -15,6 +15,7 @@ import time
 
 from clustereval.analysis.storage import Candidate, plan_scans, same_volume
 from clustereval.errors import ClusterEvalError, ScratchError, TransportError
+from clustereval.names import slug
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node, error_gap, is_lost, live, note_error, note_failure
 from clustereval.phases.scratch import Scratch, check_declared, normalize, scratch_for
@@ -36,7 +37,6 @@ from clustereval.records.storage import (
     StorageRecord,
 )
 from clustereval.report.units import iec_whole
-from clustereval.store import slug
 from clustereval.transport.base import Node
 
 MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local disk

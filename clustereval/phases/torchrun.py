@@ -29,6 +29,7 @@ from clustereval.analysis.rendezvous import (
     subplan,
 )
 from clustereval.errors import TransportError
+from clustereval.names import slug
 from clustereval.phases.base import RunContext
 from clustereval.phases.remote import interpreter_mismatch, node_scratch, worker_env
 from clustereval.probes._text import last_json
@@ -50,7 +51,6 @@ from clustereval.records.network import (
     RendezvousPlan,
     RendezvousProbe,
 )
-from clustereval.store import slug
 from clustereval.transport.base import Node, run_parallel
 
 DEFAULT_RDZV_TIMEOUT_S = 60

@@ -7,12 +7,11 @@ Pure: records in, sentences and PNG bytes out (the renderer returns the bytes as
 
 from __future__ import annotations
 
-import re
-
 from clustereval.analysis.gpu_passes import gpu_label
 from clustereval.analysis.gpus import HOT_DELTA_C, LOW_POWER_FRAC
 from clustereval.analysis.matmul import held_rate
 from clustereval.analysis.steady import STANDARD_WINDOW_S, UNSTEADY, reasons_seen
+from clustereval.names import slug
 from clustereval.records.compute import MatmulRecord, NodeMatmul, SearchSummary, ShapeTiming
 from clustereval.report.compute_plots import TraceLabels, trace_png
 from clustereval.report.markdown import Document
@@ -58,7 +57,7 @@ def trace_block(doc: Document, raw_rel: str, n: NodeMatmul, multi: bool, result:
         return
     gpu0 = n.gpus[0].gpu if n.gpus else 0
     label = gpu_label(n.hostname, n.index, gpu0)
-    rel = "plots/matmul-" + re.sub(r"[^A-Za-z0-9._-]", "_", n.node) + f"-gpu{gpu0}.png"
+    rel = f"plots/matmul-{slug(n.node, default='node')}-gpu{gpu0}.png"
     png = trace_png(s.trace, TraceLabels(f"{label}: {n.gpu_name}", n.power_limit_w,
                                          s.mamf.mean_tflops if s.mamf else None, held_rate(s.msmf)))
     if png is None:
