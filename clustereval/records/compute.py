@@ -214,7 +214,7 @@ class NodeMatmul:
     all_gpu_wall_s: float = 0.0  # the other GPUs' first pass
     extra_passes_wall_s: float = 0.0  # passes 2 and 3, when they ran
     total_wall_s: float = 0.0  # the node's whole matmul pass
-    error: str = ""  # why the pass stopped early
+    error: str = ""  # why the pass stopped early: its Gap's kind (``matmul.busy``), or the node's own error
 
 
 @dataclass
@@ -256,7 +256,7 @@ class NodeLemon:
     flagged: list[int] = field(default_factory=list)
     underperforming: list[int] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
-    error: str = ""
+    error: str = ""  # why the pass stopped early: its Gap's kind (``lemon.busy``), or the node's own error
 
 
 @dataclass
