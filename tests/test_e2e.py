@@ -103,6 +103,22 @@ def test_smoke_run_across_four_nodes_over_ssh(four_node_smoke):
     assert _leftover_files(*_scratch_roots(cluster)) == []
 
 
+def test_the_four_node_runs_gaps_are_facts_that_clustereval_report_words_again(four_node_smoke, tmp_path):
+    """The run stored its Gaps as kinds and facts, not sentences; `clustereval report` on a copy of
+    its run folder words them again into the very report the run wrote."""
+    import shutil
+
+    report = _report(four_node_smoke.cluster.workdir)
+    raw = report.parent / f"raw-{report.stem}"
+    stored = [g for path in sorted(raw.glob("*.record.json")) for g in json.loads(path.read_text()).get("gaps", [])]
+    assert stored and all(g["kind"] and not g["text"] and not g["plan"] for g in stored), stored
+    copy = tmp_path / "reports"
+    shutil.copytree(raw, copy / raw.name)  # the records alone, without the report
+    res = run_cli("report", str(copy / raw.name), cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert (copy / report.name).read_text() == report.read_text()
+
+
 @pytest.mark.timeout(1500)
 def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
     # one gloo rank per node: the interrupted job is the inter-node one either way, and the session's

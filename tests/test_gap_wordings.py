@@ -55,7 +55,7 @@ def test_every_kind_a_phase_records_is_worded():
 
 def test_a_gap_round_trips_through_its_record_and_is_worded_at_render_time():
     rec = HealthRecord(gaps=[Gap("health", node="gpu-a(node0)", kind="health.diag-incomplete",
-                                 facts={"level": 2, "why": "timed out after 15 min"})])
+                                 facts={"level": 2, "output": "", "timeout_min": 15})])
     back = loads(HealthRecord, dumps(rec))
     assert back.gaps[0].kind == "health.diag-incomplete" and back.gaps[0].facts["level"] == 2
     assert not back.gaps[0].text  # the stored record holds facts, not words

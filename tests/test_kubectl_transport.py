@@ -52,6 +52,24 @@ def test_run_passes_argv_env_cwd_and_stdin_and_keeps_the_exit_code(kube2):
     assert transport.run(node, ["no-such-command-here"]).rc == 127
 
 
+def test_a_command_that_prints_at_once_keeps_its_output(kube2):
+    """kubectl's WebSocket client drops what arrives before it has opened stdout and stderr; every
+    command waits for the client's first line of input, so output printed the moment a command
+    starts (dd's summary) is never lost, even with many execs at once, and a command given no
+    input still sees the end of it at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    transport = kube2.transport()
+    nodes = transport.nodes()
+    script = 'echo "out $0"; echo "err $0" >&2'
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: transport.run(nodes[i % 2], ["sh", "-c", script, str(i)]), range(24)))
+    assert [(r.rc, r.stdout, r.stderr) for r in results] == [(0, f"out {i}\n", f"err {i}\n") for i in range(24)]
+    t0 = time.monotonic()
+    res = transport.run(nodes[0], ["cat"])  # no input: the ready line is the wait's, cat reads none of it
+    assert (res.rc, res.stdout) == (0, "") and time.monotonic() - t0 < 20
+
+
 def test_a_command_past_its_timeout_is_stopped_in_the_pod(kube2):
     transport = kube2.transport()
     node = transport.nodes()[0]

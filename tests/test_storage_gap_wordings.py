@@ -9,6 +9,7 @@ from clustereval.probes.mounts import Mount
 from clustereval.records import Gap, dumps, loads
 from clustereval.records.storage import FioCell, StorageRecord
 from clustereval.report.gaps import kinds, said, say
+from clustereval.report.lint import lint_text
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView
 from clustereval.report.storage import no_shared_gap, render_storage
@@ -34,9 +35,12 @@ def test_the_storage_phase_wordings():
         f"`fio` is not installed on {NODE}, so the local and shared IO benchmarks did not run.",
         f"install the `fio` package on {NODE} (`apt-get install -y fio` or `dnf install -y fio`), then "
         "`clustereval run --resume RUN_DIR --phases storage`")
-    assert worded("storage.path-unreadable", {"path": "/fsx", "error": "df: /fsx: No such file or directory"}) == (
-        f"`/fsx` is not readable on {NODE} (df: /fsx: No such file or directory), so it was not measured.",
+    # a tool's own closing line is quoted as code: its numbers and paths are not the report's prose
+    assert worded("storage.path-unreadable", {"path": "/fsx", "output": "df: /fsx: No such file or directory"}) == (
+        f"`/fsx` is not readable on {NODE} (`df: /fsx: No such file or directory`), so it was not measured.",
         "check the path in cluster.toml exists on the nodes")
+    assert worded("storage.path-unreadable", {"path": "/fsx", "output": ""})[0] == (
+        f"`/fsx` is not readable on {NODE} (df printed nothing), so it was not measured.")
     assert worded("storage.local-in-memory", {"path": "/tmp", "fstype": "tmpfs"}) == (
         "`/tmp` is a tmpfs (memory, not a disk), so the local disk IO benchmark did not run there.",
         "set local_scratch in cluster.toml to a folder on the node's local disk, then "
@@ -53,9 +57,21 @@ def test_the_storage_phase_wordings():
     assert worded("storage.concurrent-refused", {"path": "/fsx", "message": "read-only", "hint": ""},
                   node="") == ("The concurrent write to `/fsx` did not run: read-only.",
                                "fix the path and re-run the storage phase")
-    assert worded("storage.concurrent-node-failed", {"path": "/fsx", "error": "dd exited 1"}, node="gpu-b") == (
-        "gpu-b did not finish the concurrent write to `/fsx`: dd exited 1.",
+    assert worded("storage.concurrent-node-failed", {"path": "/fsx", "error": "no answer"}, node="gpu-b") == (
+        "gpu-b did not finish the concurrent write to `/fsx`: no answer.",
         "check the node and the mount, then re-run the storage phase")
+    # kubectl's own log line once stood in dd's place: quoted, its bare numbers are not prose
+    klog = "E1201 21:27:43.219209   15774 websocket.go:296] Unknown stream id 2, discarding message."
+    text = worded("storage.concurrent-node-failed", {"path": "/fsx", "error": klog, "rc": 0, "output": klog},
+                  node="gpu-b")[0]
+    assert text == f"gpu-b did not finish the concurrent write to `/fsx`: `dd` exited 0 (`{klog}`)."
+    def unitless(line: str) -> list[str]:
+        return [p.message for p in lint_text(f"# Cluster eval: t\n\n## Storage\n\n### Gaps\n\n- {line}\n")
+                if p.rule == "number-unit"]
+
+    assert unitless(text) == [] and unitless(text.replace(f"`{klog}`", klog))  # unquoted it fails the report
+    assert worded("storage.concurrent-node-failed", {"path": "/fsx", "error": "dd exited 1", "rc": 1, "output": ""},
+                  node="gpu-b")[0] == "gpu-b did not finish the concurrent write to `/fsx`: `dd` exited 1 (and printed nothing)."
 
 
 def test_a_fio_run_without_figures_is_worded_for_the_phase_that_ran_it():

@@ -80,16 +80,16 @@ def test_failed_phase_and_gaps_are_in_the_summary(tmp_path):
     records["health"].gaps = [Gap("health", "`dcgmi diag -r 2` did not run on gpu-b(node1).",
                                   "install DCGM 4 and start nv-hostengine", "10.0.0.2"),
                               Gap("health", node="10.0.0.3", kind="health.hostengine-unreachable",
-                                  facts={"why": "Unable to connect to host engine"})]
+                                  facts={"output": "Unable to connect to host engine"})]
     s = _summary(write_run(tmp_path / "reports", records))
     assert {"phase": "health", "outcome": "failed", "seconds": 0.0} in s["phases"]
     older, recorded = s["gaps"]  # an older run's worded Gap, and one recorded as its kind and facts
     assert older == {"phase": "health", "text": "`dcgmi diag -r 2` did not run on gpu-b(node1).",
                      "plan": "install DCGM 4 and start nv-hostengine", "node": "10.0.0.2", "kind": "", "facts": {}}
     assert recorded["kind"] == "health.hostengine-unreachable" and recorded["node"] == "10.0.0.3"
-    assert recorded["facts"] == {"why": "Unable to connect to host engine"}
+    assert recorded["facts"] == {"output": "Unable to connect to host engine"}
     assert recorded["text"] == ("The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be reached "
-                                "on 10.0.0.3 (Unable to connect to host engine), so the hardware health check did "
+                                "on 10.0.0.3 (`Unable to connect to host engine`), so the hardware health check did "
                                 "not run there.") and "nv-hostengine" in recorded["plan"]
 
 

@@ -88,7 +88,8 @@ class HealthPhase:
             if not disc.ok:
                 why = last_line(disc.stdout + "\n" + disc.stderr, "no output")[:200]
                 nh.errors.append(why)
-                return nh, [Gap(self.name, node=node.name, kind="health.hostengine-unreachable", facts={"why": why})]
+                return nh, [Gap(self.name, node=node.name, kind="health.hostengine-unreachable",
+                                facts={"output": last_line(disc.stdout + "\n" + disc.stderr)[:200]})]
             res = ctx.transport.run(node, diag_argv(self.settings.level), timeout_s=self.settings.diag_timeout_s)
             nh.log_rel = f"health/dcgm-diag-r{self.settings.level}-{node.name}.txt"
             ctx.raw(nh.log_rel, f"$ dcgmi diag -r {self.settings.level}\n{res.stdout}{res.stderr}")
@@ -96,10 +97,10 @@ class HealthPhase:
             nh.ran, nh.dcgm_version, nh.results = report.ran, report.version, report.results
             nh.errors += report.errors
             if not report.ran:
-                why = (f"timed out after {self.settings.diag_timeout_s / 60:g} min" if res.timed_out
-                       else last_line(res.stdout + "\n" + res.stderr, "no output")[:200])
+                output = "" if res.timed_out else last_line(res.stdout + "\n" + res.stderr)[:200]
                 return nh, [Gap(self.name, node=node.name, kind="health.diag-incomplete",
-                                facts={"level": self.settings.level, "why": why})]
+                                facts={"level": self.settings.level, "output": output,
+                                       "timeout_min": self.settings.diag_timeout_s / 60 if res.timed_out else 0})]
             return nh, []
         finally:
             if nh.hostengine_started:

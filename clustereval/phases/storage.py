@@ -136,7 +136,7 @@ class StoragePhase:
                 out[path] = rows[-1]
             elif path != "/":
                 rec.gaps.append(Gap(phase=self.name, node=node.name, kind="storage.path-unreadable",
-                                    facts={"path": path, "error": last_line(res.stderr, "df printed nothing")[:300]}))
+                                    facts={"path": path, "output": last_line(res.stderr)[:300]}))
         ctx.raw("storage/df.txt", "\n".join(f"{p}\t{r.source}\t{r.fstype}\t{r.size_bytes}\t{r.target}"
                                             for p, r in out.items()) + "\n")
         return out
@@ -347,10 +347,13 @@ class StoragePhase:
                                             f"{iec_whole(self.concurrent_bytes)} each to {mount} at once", None)
         t0 = time.monotonic()
 
+        failed: dict[str, dict] = {}  # node -> dd's exit and closing line, for its Gap
+
         def one(node: Node) -> NodeWrite:
             res = ctx.transport.run(node, argv_for(node), timeout_s=self.settings.concurrent_timeout_s)
             parsed = probe.parse_dd(res.stderr)
             if not res.ok or parsed is None:
+                failed[node.name] = {"rc": res.rc, "output": last_line(res.stderr)[:300]}
                 return NodeWrite(node.name, error=last_line(res.stderr, f"dd exited {res.rc}")[:300])
             written, seconds = parsed
             return NodeWrite(node.name, written, seconds, written / 2**20 / seconds if seconds > 0 else 0.0)
@@ -369,7 +372,7 @@ class StoragePhase:
             elif w.error:
                 note_failure(ctx, self.name, next(n for n in ctx.nodes if n.name == w.node), w.error)
                 rec.gaps.append(Gap(phase=self.name, node=w.node, kind="storage.concurrent-node-failed",
-                                    facts={"path": mount, "error": w.error}))
+                                    facts={"path": mount, "error": w.error, **failed.get(w.node, {})}))
         ctx.raw("storage/concurrent-write.txt",
                 "\n".join(f"{w.node}\t{w.bytes_written}\t{w.seconds}\t{w.mib_s:.1f}\t{w.error}" for w in cw.nodes) + "\n")
         return cw

@@ -45,6 +45,14 @@ LOCAL_MARGIN_S = 15  # the local kubectl waits this much longer than the in-pod 
 FANOUT = 16  # kubectl processes at once: each is a full client with its own API connection
 PROBE_ARGV = ["true"]
 # Commands that only read: repeating one after a reset stream cannot change anything in the pod.
+# kubectl's WebSocket client reads the server's messages before it has opened its stdout and stderr
+# streams, and drops what arrives for a stream not open yet ("Unknown stream id 2, discarding
+# message"): a command that prints at once (dd's summary, a short tar) can lose its output on a busy
+# client. It opens stdin after the other streams and only then sends, so every command first waits
+# for one line on stdin: whatever it prints after that has a stream to go to.
+READY_LINE = "\n"
+_AFTER_READY = 'read -r _ready; exec "$@"'
+
 SAFE_TO_REPEAT = frozenset({"true", "hostname", "cat", "ls", "stat", "df", "findmnt", "lsblk", "lscpu", "nproc",
                             "uname", "id", "nvidia-smi", "getconf", "readlink", "test", "printenv"})
 
@@ -342,14 +350,17 @@ class KubectlTransport(Transport):
             words = ["sh", "-c", _IN_DIR, "sh", cwd] + words
         return words
 
+    def _after_ready(self, node: Node, words: list[str]) -> list[str]:
+        """``kubectl exec -i`` of ``words`` once the client's streams are open (``READY_LINE`` first)."""
+        return self.exec_argv(node, ["sh", "-c", _AFTER_READY, "sh", *words], stdin=True)
+
     def _exec_once(self, node: Node, argv: list[str], timeout_s: float, env: Mapping[str, str] | None,
                    cwd: str | None, stdin: str | None) -> CommandResult:
-        full = self.exec_argv(node, self._wrap(argv, env, cwd, timeout_s), stdin=stdin is not None)
+        full = self._after_ready(node, self._wrap(argv, env, cwd, timeout_s))
         start = time.monotonic()
         try:
-            proc = subprocess.run(full, input=stdin, capture_output=True, text=True, errors="replace",
-                                  stdin=subprocess.DEVNULL if stdin is None else None,
-                                  timeout=timeout_s + LOCAL_MARGIN_S)
+            proc = subprocess.run(full, input=READY_LINE + (stdin or ""), capture_output=True, text=True,
+                                  errors="replace", timeout=timeout_s + LOCAL_MARGIN_S)
         except subprocess.TimeoutExpired:
             raise CommandTimeout(node.name, f"no answer through kubectl exec within {timeout_s + LOCAL_MARGIN_S:.0f} s",
                                  "the pod, its node or the API server stopped responding", transient=True,
@@ -446,11 +457,11 @@ class KubectlTransport(Transport):
     def _stream(self, node: Node, argv: list[str], data: bytes | None, timeout_s: float, what: str, *,
                 repeatable: bool = False) -> tuple[int, bytes, str]:
         """Bytes in, bytes out through one exec: (rc of the command, stdout, stderr)."""
-        full = self.exec_argv(node, self._wrap(argv, None, None, timeout_s), stdin=data is not None)
+        full = self._after_ready(node, self._wrap(argv, None, None, timeout_s))
         for attempt in (1, 2):
             try:
-                proc = subprocess.run(full, input=data, capture_output=True, timeout=timeout_s + LOCAL_MARGIN_S,
-                                      stdin=subprocess.DEVNULL if data is None else None)
+                proc = subprocess.run(full, input=READY_LINE.encode() + (data or b""), capture_output=True,
+                                      timeout=timeout_s + LOCAL_MARGIN_S)
             except subprocess.TimeoutExpired:
                 raise CommandTimeout(node.name, f"{what} did not finish within {timeout_s:.0f} s",
                                      "a large copy needs a larger timeout", where=self.where(node.name)) from None

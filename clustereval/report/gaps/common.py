@@ -10,6 +10,12 @@ NO_GPU_PLAN = ("run the eval on nodes with NVIDIA GPUs whose driver answers `nvi
                "cluster has no GPU results")
 
 
+def raw_output(line: str, fallback: str) -> str:
+    """A tool's own closing line as the report quotes it: a code span (its words, numbers and paths
+    are the tool's, not prose held to the report's rules), or ``fallback`` when it printed nothing."""
+    return f"`{line.replace('`', chr(39))}`" if line else fallback
+
+
 def resume_plan(address: str) -> str:
     return RESUME_PLAN.replace("NODE", address or "NODE")
 

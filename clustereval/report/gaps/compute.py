@@ -5,7 +5,7 @@ from __future__ import annotations
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import NO_GPU_PLAN
+from clustereval.report.gaps.common import NO_GPU_PLAN, raw_output
 
 RERUN_PLAN = "re-run with `clustereval run --resume RUN_DIR`"
 
@@ -44,14 +44,17 @@ def _dcgm_missing(g: Gap) -> tuple[str, str]:
 @wording("health.hostengine-unreachable")
 def _hostengine(g: Gap) -> tuple[str, str]:
     return (f"The DCGM (Data Center GPU Manager) host engine nv-hostengine could not be reached on {g.node} "
-            f"({g.facts['why']}), so the hardware health check did not run there.",
+            f"({raw_output(g.facts.get('output', ''), 'no output')}), so the hardware health check did not run there.",
             f"run the eval as root (or with CAP_SYS_ADMIN) so `nv-hostengine` can start, or start it on the node, "
             f"then {RERUN_PLAN}")
 
 
 @wording("health.diag-incomplete")
 def _diag(g: Gap) -> tuple[str, str]:
-    return (f"[`dcgmi diag -r {g.facts['level']}`]({DIAG_URL}) did not complete on {g.node} ({g.facts['why']}).",
+    f = g.facts
+    why = (f"timed out after {f['timeout_min']:g} min" if f.get("timeout_min")
+           else raw_output(f.get("output", ""), "no output"))
+    return (f"[`dcgmi diag -r {f['level']}`]({DIAG_URL}) did not complete on {g.node} ({why}).",
             f"read the log in the raw folder, fix what it names (privileges, other DCGM clients), and {RERUN_PLAN}")
 
 

@@ -9,6 +9,7 @@ from clustereval.analysis.rendezvous import fix_for
 from clustereval.records import Gap
 from clustereval.records.network import RendezvousPlan
 from clustereval.report.gaps._registry import wording
+from clustereval.report.gaps.common import raw_output
 from clustereval.report.units import short_list
 
 # ---- the preflight gate -----------------------------------------------------------------------
@@ -240,7 +241,7 @@ def _package_missing(g: Gap) -> tuple[str, str]:
 @wording("environment.driver-silent")
 def _driver_silent(g: Gap) -> tuple[str, str]:
     f = g.facts
-    error = f["error"] or f"exit {f['rc']}"
+    error = raw_output(f["error"], f"exit {f['rc']}")
     return (f"The NVIDIA driver on `{f['label']}` did not answer ({error}), so its GPUs are not in the inventory.",
             "check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall usually fixes it), then "
             "`clustereval run --resume RUN_DIR`; or drop the node")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
+from clustereval.report.gaps.common import raw_output
 from clustereval.report.units import iec_whole
 
 FIO_PACKAGE = "fio"
@@ -31,7 +32,8 @@ def _fio_missing(g: Gap) -> tuple[str, str]:
 @wording("storage.path-unreadable")
 def _path_unreadable(g: Gap) -> tuple[str, str]:
     f = g.facts
-    return (f"`{f['path']}` is not readable on {g.node} ({f['error']}), so it was not measured.",
+    return (f"`{f['path']}` is not readable on {g.node} ({raw_output(f.get('output', ''), 'df printed nothing')}), "
+            "so it was not measured.",
             "check the path in cluster.toml exists on the nodes")
 
 
@@ -74,7 +76,9 @@ def _concurrent_refused(g: Gap) -> tuple[str, str]:
 
 @wording("storage.concurrent-node-failed")
 def _concurrent_node_failed(g: Gap) -> tuple[str, str]:
-    return (f"{g.node} did not finish the concurrent write to `{g.facts['path']}`: {g.facts['error']}.",
+    f = g.facts
+    why = f"`dd` exited {f['rc']} ({raw_output(f['output'], 'and printed nothing')})" if "rc" in f else f["error"]
+    return (f"{g.node} did not finish the concurrent write to `{f['path']}`: {why}.",
             "check the node and the mount, then re-run the storage phase")
 
 
