@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clustereval.errors import TransportError
+from clustereval.errors import CommandTimeout, TransportError
 from clustereval.records import CommandResult
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.local import LocalTransport
@@ -123,3 +123,16 @@ def test_a_command_that_is_not_safe_to_repeat_is_never_retried(tmp_path):
     assert flaky.resets == [["mkdir", str(tmp_path / "once")]] and ctx.retries == []
     assert ctx.repeatable.run(ctx.nodes[0], ["true"]).ok  # the wrapper is over this very transport
     assert ctx.repeatable is ctx.repeatable
+
+
+def test_a_command_that_ran_out_its_time_is_not_run_again():
+    class Hangs(Flaky):
+        def run(self, node, argv, *, timeout_s=60, env=None, cwd=None, stdin=None):
+            self.calls.append(argv)
+            raise CommandTimeout(node.name, f"no answer over SSH within {timeout_s + 30:.0f} s", transient=True)
+
+    inner = Hangs(failures=0)
+    t = RetryingTransport(inner, attempts=3, sleep=lambda s: None)
+    with pytest.raises(CommandTimeout):
+        t.run(NODE, ["pip", "install", "torch"], timeout_s=3600)
+    assert inner.calls == [["pip", "install", "torch"]] and t.retries == []

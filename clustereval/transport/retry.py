@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from clustereval.errors import TransportError
+from clustereval.errors import CommandTimeout, TransportError
 from clustereval.records import CommandResult
 from clustereval.transport.base import DEFAULT_TIMEOUT_S, Node, Transport
 
@@ -37,7 +37,9 @@ class RetryingTransport(Transport):
             try:
                 return what()
             except TransportError as exc:
-                if not exc.transient:
+                # a command that ran out its whole time is not a blip: repeating it would wait that
+                # long again (a hung pip install: an hour a try); the caller's second look decides
+                if not exc.transient or isinstance(exc, CommandTimeout):
                     raise
                 last = exc
                 self.retries.append(exc.message)  # it names the node as the user knows it
