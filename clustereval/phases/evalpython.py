@@ -27,7 +27,6 @@ from clustereval.phases.scratch import scratch_for
 from clustereval.probes._text import last_json, last_line
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
-from clustereval.report.gaps import say
 from clustereval.transport.base import Node
 
 # PyTorch's CUDA wheel indexes, newest first; a driver supports every one up to its own CUDA version.
@@ -185,7 +184,7 @@ class EvalPythonPhase:
         probe = EvalPythonRecord()
         self._adopt(ctx, probe, python)
         if probe.status == "failed":
-            rec.tried.append("fallback_python: " + "; ".join(say(g).text for g in probe.gaps))  # why, in words
+            rec.tried.append("fallback_python: " + "; ".join(_why_not(g) for g in probe.gaps))
             return False
         probe.source, probe.mode, probe.tried, probe.index_tag = "fallback-python", "fallback", rec.tried, rec.index_tag
         probe.gaps.append(Gap(phase=self.name, kind="evalpython.fallback",
@@ -281,6 +280,12 @@ def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:
         return Gap(phase="evalpython", kind="evalpython.newest-refused", facts={**facts, **_refused_facts(rec)})
     return Gap(phase="evalpython", kind="evalpython.not-newest",
                facts={**facts, "newest": rec.newest_on_index, "spec": list(torch_spec)})
+
+
+def _why_not(gap: Gap) -> str:
+    """``node: why`` of an interpreter that could not be used there (a ``tried`` line's part)."""
+    why = gap.facts.get("why") or gap.facts.get("message") or gap.kind
+    return f"{gap.node}: {why}" if gap.node else str(why)
 
 
 def _refused_facts(rec: EvalPythonRecord) -> dict[str, str]:

@@ -14,7 +14,6 @@ import clustereval
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import scratch_for
-from clustereval.report.gaps import say
 from clustereval.transport.base import Node
 
 PACKAGE_DIR = Path(clustereval.__file__).resolve().parent
@@ -99,7 +98,7 @@ def require_torch(ctx: RunContext) -> None:
     if ev is None or getattr(ev, "status", "ok") != "failed" or not no_torch:
         return
     broken = [g.node for g in no_torch]
-    plan = say(no_torch[0]).plan
     raise ClusterEvalError(f"the eval Python cannot import torch on {', '.join(broken)}, and this pass runs on torch",
-                           plan or "give the nodes torch, then run `clustereval run` again", error_id="no-torch")
+                           "give the nodes torch as the eval Python gap says, then run `clustereval run` again",
+                           error_id="no-torch")
 
