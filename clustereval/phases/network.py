@@ -45,8 +45,8 @@ def launcher_gap(phase: str, job: str, res: LaunchResult) -> Gap:
                       "diagnosis_text": info.diagnosis_text, "error": info.error,
                       "exits": [[e.node, e.state, e.rc, e.seconds, e.cause] for e in info.exits if e.state != "ok"],
                       "log": info.logs[0] if info.logs else "", "not_joined": list(info.not_joined),
-                      "is_host_node": info.is_host_node, "local_addrs": [list(kv) for kv in info.local_addrs.items()],
-                      "socket_ifnames": [list(kv) for kv in info.socket_ifnames.items()]})
+                      "applied": {"is_host_node": info.is_host_node, "local_addrs": dict(info.local_addrs),
+                                  "socket_ifnames": dict(info.socket_ifnames)}})
 
 
 def _interp_gaps(phase: str, res: LaunchResult) -> list[Gap]:

@@ -40,7 +40,6 @@ from clustereval.report.units import short_list
 from clustereval.transport.base import Node, run_parallel
 
 PHASE = "preflight"
-PATH_PROBLEMS = {"missing": "does not exist", "unwritable": "is not writable by the eval user"}  # the probe's detail
 
 
 def _access_detail(ctx: RunContext) -> str:
@@ -283,15 +282,16 @@ class Preflight:
         clustereval never creates local_scratch or a shared path (it would benchmark the wrong disk)."""
         if probe is None:
             return True
-        bad = [(p, "missing") for p in probe.missing_paths] + [(p, "unwritable") for p in probe.unwritable_paths]
+        bad = [(p, "does not exist") for p in probe.missing_paths] + [(p, "is not writable by the eval user")
+                                                                       for p in probe.unwritable_paths]
         if not bad:
             return True
-        for path, problem in bad:
+        for path, problem in bad:  # the probe's detail and the Gap's fact, in the same words
             key = "local_scratch" if path == self.cfg.local_scratch else "shared_paths"
-            self._probe(ProbeResult("paths", node.name, False, f"{key} {path} {PATH_PROBLEMS[problem]}"))
+            self._probe(ProbeResult("paths", node.name, False, f"{key} {path} {problem}"))
             self.rec.missing.append(f"{key} {path} on {node.name}")
             self.rec.gaps.append(Gap(PHASE, node=node.name, kind="preflight.path-unusable",
-                                     facts={"path": path, "key": key, "problem": PATH_PROBLEMS[problem]}))
+                                     facts={"path": path, "key": key, "problem": problem}))
         return False
 
     def _gpus(self, gpus: dict[str, int], notes: dict[str, str]) -> None:
@@ -470,9 +470,9 @@ class Preflight:
         if not ok_all:
             # the diagnosis and what the plan already applied: the plan of action is never a fix the launch had
             facts = {"nodes": len(self.nodes), "diagnosis": res.info.diagnosis,
-                     "diagnosis_text": res.info.diagnosis_text, "is_host_node": plan.is_host_node,
-                     "local_addrs": sorted(map(list, plan.local_addrs.items())),
-                     "socket_ifnames": sorted(map(list, plan.socket_ifnames.items()))}
+                     "diagnosis_text": res.info.diagnosis_text,
+                     "applied": {"is_host_node": plan.is_host_node, "local_addrs": dict(plan.local_addrs),
+                                 "socket_ifnames": dict(plan.socket_ifnames)}}
             failed = [p for p in self.rec.probes if p.kind == "gloo" and not p.ok and "stopped by us" not in p.detail]
             for p in failed or [p for p in self.rec.probes if p.kind == "gloo" and not p.ok]:
                 self.rec.gaps.append(Gap(PHASE, node=p.node, kind="preflight.gloo-failed",

@@ -7,13 +7,14 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from clustereval.probes.fio import FIO_URL
 from clustereval.records.diff import DiffRecord, Drift, FigureChange
 from clustereval.report.environment import ACCESS_WORDS
 from clustereval.report.environment import TOOL_URLS as ENV_TOOL_URLS
 from clustereval.report.lint import code_spans
 from clustereval.report.lint_rules import TOOLS
 from clustereval.report.markdown import Document
-from clustereval.report.storage import DD_URL, FIO_URL
+from clustereval.report.storage import DD_URL
 from clustereval.report.storage import TOOL_URLS as STORAGE_TOOL_URLS
 from clustereval.report.units import plural
 

@@ -20,6 +20,7 @@ from clustereval.analysis.storage import (
     target_for,
 )
 from clustereval.config import StorageTarget
+from clustereval.probes.fio import FIO_URL
 from clustereval.records import Finding, Gap
 from clustereval.records.environment import FilesystemInfo
 from clustereval.records.storage import (
@@ -36,7 +37,6 @@ from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 from clustereval.report.units import fmt_bw, fmt_iops_m, fmt_latency, fmt_ratio, fmt_target, iec_df, iec_whole
 
-FIO_URL = "https://github.com/axboe/fio"
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
 # the layout tools, linked where the report first names them
 TOOL_URLS = {
@@ -119,8 +119,8 @@ def render_storage(view: RunView, doc: Document) -> SectionResult:
         write_shared(doc, heading, group, local, first=group is shared_groups[0])
     if rec.concurrent and rec.num_nodes >= 2 and any(not w.error for w in rec.concurrent.nodes):
         write_concurrent(doc, rec.concurrent, view)
-    own = [say(g) for g in rec.gaps]  # worded already when the view's records are; said here for any other caller
-    gaps = _fio_linked(doc, own + [say(g) for g in no_shared_gap(rec)] + setup_gaps(view, "storage", own))
+    gaps = _fio_linked(doc, list(rec.gaps) + [say(g) for g in no_shared_gap(rec)]
+                       + setup_gaps(view, "storage", rec.gaps))
     render_gaps(doc, gaps)
     findings = storage_findings(rec, targets)
     return SectionResult(findings=findings, gaps=gaps)

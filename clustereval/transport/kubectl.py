@@ -96,13 +96,10 @@ class KubectlTransport(Transport):
         # the user's own options last: where they repeat one of ours, kubectl takes the later value
         return argv + list(self.cfg.args)
 
-    def exec_argv(self, node: Node, argv: list[str], *, stdin: bool = False) -> list[str]:
-        """``kubectl exec``: ``-i`` only when there is input to send (or a watchdog to feed);
+    def exec_argv(self, node: Node, argv: list[str]) -> list[str]:
+        """``kubectl exec -i``: every command reads its stdin (the ready line, or the watchdog's feed);
         never ``-t`` so stdout and stderr stay separate and byte-exact."""
-        full = self.kubectl_base() + ["exec"]
-        if stdin:
-            full.append("-i")
-        full.append(node.name)
+        full = self.kubectl_base() + ["exec", "-i", node.name]
         container = self._containers.get(node.name) or self.cfg.container
         if container:
             full += ["-c", container]
@@ -352,7 +349,7 @@ class KubectlTransport(Transport):
 
     def _after_ready(self, node: Node, words: list[str]) -> list[str]:
         """``kubectl exec -i`` of ``words`` once the client's streams are open (``READY_LINE`` first)."""
-        return self.exec_argv(node, ["sh", "-c", _AFTER_READY, "sh", *words], stdin=True)
+        return self.exec_argv(node, ["sh", "-c", _AFTER_READY, "sh", *words])
 
     def _exec_once(self, node: Node, argv: list[str], timeout_s: float, env: Mapping[str, str] | None,
                    cwd: str | None, stdin: str | None) -> CommandResult:
@@ -422,7 +419,7 @@ class KubectlTransport(Transport):
         command in the pod and all its children (the watchdog above). Once the ``Popen`` object
         is garbage collected, the command is stopped too."""
         inner = self._wrap(argv, env, cwd, None)
-        full = self.exec_argv(node, ["sh", "-c", _WATCHDOG, "sh", *inner], stdin=True)
+        full = self.exec_argv(node, ["sh", "-c", _WATCHDOG, "sh", *inner])
         # kubectl's stdin reaches EOF exactly when the handle or this process goes away, and the
         # watchdog in the pod stops the command then
         try:

@@ -12,9 +12,14 @@ from clustereval.report.gaps import common, compute, network, setup, storage  # 
 from clustereval.report.gaps._registry import WORDINGS
 
 
+def _has_words(gap: Gap) -> bool:
+    """Worded already (a record of an older run, or said before), or nothing to word it from."""
+    return bool(gap.text) or not gap.kind
+
+
 def say(gap: Gap) -> Gap:
     """The Gap with its sentence and plan; one that already has words (an older run's) is kept."""
-    if gap.text or not gap.kind:
+    if _has_words(gap):
         return gap
     fn = WORDINGS.get(gap.kind)
     if fn is None:  # a record from a newer clustereval: say what it holds rather than nothing
@@ -29,7 +34,7 @@ def say(gap: Gap) -> Gap:
 def said(record: Any) -> Any:
     """A copy of a phase record whose Gaps are worded; the stored record is left as it is."""
     gaps = getattr(record, "gaps", None)
-    if not gaps or all(g.text or not g.kind for g in gaps):
+    if not gaps or all(map(_has_words, gaps)):
         return record
     return dataclasses.replace(record, gaps=[say(g) for g in gaps])
 

@@ -20,6 +20,12 @@ def _exit_words(state: str, rc: int | None, seconds: float, cause: str) -> str:
     return f"{cause or state} after {seconds:.0f} s"
 
 
+def applied_fix(diagnosis: str, facts: dict) -> str:
+    """The plan of action for a failed launch, never a fix the launch already had: ``facts["applied"]``
+    holds what its rendezvous plan set (``is_host_node``, ``local_addrs``, ``socket_ifnames``)."""
+    return fix_for(diagnosis, RendezvousPlan(**facts.get("applied", {})))
+
+
 @wording("network.launch-failed")
 def _launch_failed(g: Gap) -> tuple[str, str]:
     """A job that failed to start or finish: a launcher problem, with each node's own exit."""
@@ -31,10 +37,8 @@ def _launch_failed(g: Gap) -> tuple[str, str]:
     diagnosis = f.get("diagnosis", "")
     if f.get("not_joined") and diagnosis in ("", "other"):
         diagnosis = "not-joined"
-    plan = RendezvousPlan(is_host_node=f.get("is_host_node", ""), local_addrs=dict(f.get("local_addrs", [])),
-                          socket_ifnames=dict(f.get("socket_ifnames", [])))
     return (f"{what} did not run: torchrun on {', '.join(f.get('nodes', []))} failed ({why}). Node by node: {exits}. "
-            f"Log: `{f.get('log', '')}`.", fix_for(diagnosis, plan))
+            f"Log: `{f.get('log', '')}`.", applied_fix(diagnosis, f))
 
 
 @wording("network.wrong-interpreter")
@@ -52,7 +56,7 @@ def _wrong_sum(g: Gap) -> tuple[str, str]:
 @wording("network.intra-sweep-failed")
 def _intra_sweep_failed(g: Gap) -> tuple[str, str]:
     return (f"The intra-node all-reduce sweep on {g.node} did not complete: {g.facts['error']}.",
-            fix_for(g.facts.get("diagnosis", ""), RendezvousPlan()))
+            applied_fix(g.facts.get("diagnosis", ""), g.facts))
 
 
 @wording("network.inter-sweep-failed")

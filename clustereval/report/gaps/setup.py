@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 
-from clustereval.analysis.rendezvous import fix_for
+from clustereval.probes.dcgmi import DIAG_URL
+from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
-from clustereval.records.network import RendezvousPlan
 from clustereval.report.gaps._registry import wording
 from clustereval.report.gaps.common import raw_output
+from clustereval.report.gaps.network import applied_fix
 from clustereval.report.units import short_list
 
 # ---- the preflight gate -----------------------------------------------------------------------
@@ -51,12 +52,16 @@ def _path_unusable(g: Gap) -> tuple[str, str]:
             f"create or mount {path} on {g.node} (writable by the eval user), or fix {key} in cluster.toml")
 
 
+def _each_node(nodes: list[list[str]]) -> str:
+    """``node: why; node: why`` from ``[[node, why], ...]``."""
+    return "; ".join(f"{n}: {why}" for n, why in nodes)
+
+
 @wording("preflight.no-python")
 def _no_python(g: Gap) -> tuple[str, str]:
     nodes = g.facts["nodes"]  # [[node, error], ...]
-    why = "; ".join(f"{n}: {error}" for n, error in nodes)
     return (f"`{g.facts['python']}` does not run on {short_list([n for n, _ in nodes])}, so the rendezvous port could "
-            f"not be checked ({why}).", "install python3 on the nodes, or set eval_python in cluster.toml")
+            f"not be checked ({_each_node(nodes)}).", "install python3 on the nodes, or set eval_python in cluster.toml")
 
 
 @wording("preflight.rdzv-port-unavailable")
@@ -83,9 +88,8 @@ def _peer_ssh(g: Gap) -> tuple[str, str]:
 @wording("preflight.gloo-no-torch")
 def _gloo_no_torch(g: Gap) -> tuple[str, str]:
     nodes = g.facts["nodes"]  # [[node, why torch is not importable], ...]
-    why = "; ".join(f"{n}: {error}" for n, error in nodes)
     return (f"The CPU gloo check did not run: `{g.facts['python']}` cannot import torch on "
-            f"{short_list(sorted(n for n, _ in nodes))} ({why}).",
+            f"{short_list(sorted(n for n, _ in nodes))} ({_each_node(nodes)}).",
             "set eval_python in cluster.toml to an interpreter with torch on every node; the GPU connectivity test "
             "still checks the rendezvous later")
 
@@ -94,10 +98,8 @@ def _gloo_no_torch(g: Gap) -> tuple[str, str]:
 def _gloo_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
     why = f.get("diagnosis_text", "")
-    plan = RendezvousPlan(is_host_node=f.get("is_host_node", ""), local_addrs=dict(f.get("local_addrs", [])),
-                          socket_ifnames=dict(f.get("socket_ifnames", [])))
     return (f"The CPU gloo all-reduce across {f['nodes']} nodes failed on {g.node}: {f['detail']}"
-            + (f" ({why})" if why else "") + ".", f"{fix_for(f.get('diagnosis', ''), plan)}; the log is {f['log']}")
+            + (f" ({why})" if why else "") + ".", f"{applied_fix(f.get('diagnosis', ''), f)}; the log is {f['log']}")
 
 
 # ---- the eval Python --------------------------------------------------------------------------
@@ -206,10 +208,10 @@ def _not_newest(g: Gap) -> tuple[str, str]:
 
 # each tool's own documentation: the report links a tool where it first names it
 TOOL_URLS = {
-    "fio": "https://github.com/axboe/fio",
+    "fio": FIO_URL,
     "ibstat": "https://manpages.debian.org/bookworm/infiniband-diags/ibstat.8.en.html",
     "rdma": "https://man7.org/linux/man-pages/man8/rdma.8.html",
-    "dcgmi": "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html",
+    "dcgmi": DIAG_URL,
 }
 # what the eval does without it
 FALLBACKS = {

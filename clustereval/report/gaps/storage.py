@@ -15,9 +15,10 @@ RERUN_STORAGE = "`clustereval run --resume RUN_DIR --phases storage`"
 RERUN_DEBUG_FS = "`clustereval debug fs`"
 
 
-def _refused_plan(g: Gap, default: str) -> str:
-    """A ScratchError's own plan (its hint) when it has one."""
-    return g.facts.get("hint") or default
+def _refused(g: Gap, what: str, plan: str) -> tuple[str, str]:
+    """A step the scratch refused (or could not reach): its message, and its own plan (the
+    ScratchError's hint) when it has one."""
+    return (f"{what} `{g.facts['path']}` did not run: {g.facts['message']}.", g.facts.get("hint") or plan)
 
 
 # ---- the storage phase ------------------------------------------------------------------------
@@ -55,8 +56,7 @@ def _layout_unreadable(g: Gap) -> tuple[str, str]:
 
 @wording("storage.scan-refused")
 def _scan_refused(g: Gap) -> tuple[str, str]:
-    return (f"The IO benchmark of `{g.facts['path']}` did not run: {g.facts['message']}.",
-            _refused_plan(g, "fix the path and re-run the storage phase"))
+    return _refused(g, "The IO benchmark of", "fix the path and re-run the storage phase")
 
 
 @wording("storage.fio-run-failed")
@@ -70,8 +70,7 @@ def _fio_run_failed(g: Gap) -> tuple[str, str]:
 
 @wording("storage.concurrent-refused")
 def _concurrent_refused(g: Gap) -> tuple[str, str]:
-    return (f"The concurrent write to `{g.facts['path']}` did not run: {g.facts['message']}.",
-            _refused_plan(g, "fix the path and re-run the storage phase"))
+    return _refused(g, "The concurrent write to", "fix the path and re-run the storage phase")
 
 
 @wording("storage.concurrent-node-failed")
@@ -110,5 +109,4 @@ def _debug_fio_missing(g: Gap) -> tuple[str, str]:
 
 @wording("debugfs.scan-refused")
 def _debug_scan_refused(g: Gap) -> tuple[str, str]:
-    return (f"The quick scan of `{g.facts['path']}` did not run: {g.facts['message']}.",
-            _refused_plan(g, "free space or pick another folder, then run it again"))
+    return _refused(g, "The quick scan of", "free space or pick another folder, then run it again")
