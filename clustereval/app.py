@@ -297,7 +297,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
                                   started_utc=utc_now_iso(),
                                   config_path=str(Path(config.source).resolve()) if config.source else ""))
         ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
-                         progress=ui.progress, eval_python=config.eval_python or "python3")
+                         progress=ui.progress)
         try:
             record = run_pairwise(ctx, nodes, settings)
             store.save_record("pairwise", record)

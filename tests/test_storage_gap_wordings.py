@@ -64,14 +64,14 @@ def test_the_storage_phase_wordings():
     klog = "E1201 21:27:43.219209   15774 websocket.go:296] Unknown stream id 2, discarding message."
     text = worded("storage.concurrent-node-failed", {"path": "/fsx", "error": klog, "rc": 0, "output": klog},
                   node="gpu-b")[0]
-    assert text == f"gpu-b did not finish the concurrent write to `/fsx`: `dd` exited 0 (`{klog}`)."
+    assert text == f"gpu-b did not finish the concurrent write to `/fsx`: `dd` exited with status `0` (`{klog}`)."
     def unitless(line: str) -> list[str]:
         return [p.message for p in lint_text(f"# Cluster eval: t\n\n## Storage\n\n### Gaps\n\n- {line}\n")
                 if p.rule == "number-unit"]
 
     assert unitless(text) == [] and unitless(text.replace(f"`{klog}`", klog))  # unquoted it fails the report
     assert worded("storage.concurrent-node-failed", {"path": "/fsx", "error": "dd exited 1", "rc": 1, "output": ""},
-                  node="gpu-b")[0] == "gpu-b did not finish the concurrent write to `/fsx`: `dd` exited 1 (and printed nothing)."
+                  node="gpu-b")[0] == "gpu-b did not finish the concurrent write to `/fsx`: `dd` exited with status `1` (and printed nothing)."
 
 
 def test_a_fio_run_without_figures_is_worded_for_the_phase_that_ran_it():

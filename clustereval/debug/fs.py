@@ -140,8 +140,7 @@ def _debug_fs(config: Config, path: str, transport: Transport, *, node_name: str
     store.save_state(RunState(name=name, stamp=utc_stamp(), profile="debug", phases_planned=["snapshot", "storage"],
                               started_utc=utc_now_iso(),
                               config_path=str(Path(config.source).resolve()) if config.source else ""))
-    ctx = RunContext(config=cfg, transport=transport, nodes=[node], store=store,
-                     eval_python=config.eval_python or "python3")
+    ctx = RunContext(config=cfg, transport=transport, nodes=[node], store=store)
     if progress is not None:
         ctx.progress = progress
     rec = FsDebugRecord(phase="debug-fs", node=node.name, path=path, runtime_s=runtime_s,

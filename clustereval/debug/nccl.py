@@ -129,8 +129,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     store.save_state(RunState(name=f"{config.name}-debug-nccl", stamp=utc_stamp(), profile="quick",
                               phases_planned=["pairwise", "snapshot"], started_utc=utc_now_iso(),
                               config_path=str(Path(config.source).resolve()) if config.source else ""))
-    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store,
-                     eval_python=config.eval_python or "python3")
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store)
     if progress is not None:
         ctx.progress = progress
     rec = NcclDebugRecord(phase="debug-nccl", started_utc=utc_now_iso())

@@ -16,6 +16,7 @@ from clustereval.analysis.snapshot import evaluate as evaluate_node
 from clustereval.analysis.snapshot import format_signal
 from clustereval.config import Config
 from clustereval.errors import TransportError, UsageError
+from clustereval.phases.base import configured_python
 from clustereval.probes.snapshot_script import build_argv, parse_output, split_sections
 from clustereval.records import to_dict
 from clustereval.records.snapshot import NodeSnapshot, Signal, SnapshotRecord
@@ -77,7 +78,7 @@ def collect(config: Config, transport: Transport, nodes: list[Node], *,
     """Snapshot ``nodes`` in parallel (bounded by the transport's fan-out) and compare versions."""
     started = utc_now_iso()
     t0 = time.monotonic()
-    python = config.eval_python or "python3"
+    python = configured_python(config)
 
     def one(node: Node) -> NodeSnapshot:
         snap = snapshot_node(transport, node, python=python, shared_paths=tuple(config.shared_paths),

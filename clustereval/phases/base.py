@@ -16,6 +16,12 @@ from clustereval.transport.retry import RetryingTransport
 ProgressFn = Callable[[str, str, str, float | None], None]  # phase, node, message, seconds left
 
 
+def configured_python(config: Config) -> str:
+    """The interpreter every process on a node starts with until the eval-Python phase decides:
+    ``eval_python`` from cluster.toml, else the node's ``python3``. The one place this is decided."""
+    return config.eval_python or "python3"
+
+
 def _no_progress(phase: str, node: str, message: str, eta_s: float | None) -> None:
     return None
 
@@ -30,7 +36,9 @@ class RunContext:
     store: RunStore
     progress: ProgressFn = _no_progress
     records: dict[str, Any] = field(default_factory=dict)  # finished phases' records by name
-    eval_python: str = "python3"  # the interpreter on the nodes every worker runs with
+    # the interpreter on the nodes every process runs with: "" takes ``configured_python`` (the
+    # eval-Python phase replaces it with the one it found or built)
+    eval_python: str = ""
     nccl_env: dict[str, str] = field(default_factory=dict)  # final NCCL env for GPU collectives
     stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C
     debug: bool = False
@@ -51,6 +59,10 @@ class RunContext:
 
     # ``repeatable``'s retrying wrapper over ``transport``, built on first use
     retrying: RetryingTransport | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.eval_python:
+            self.eval_python = configured_python(self.config)
 
     @property
     def repeatable(self) -> Transport:

@@ -140,7 +140,7 @@ class Preflight:
         self.settings = settings
         self.cfg = ctx.config
         self.nodes = ctx.nodes
-        self.python = ctx.config.eval_python or "python3"
+        self.python = ctx.eval_python
         self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
                                    access_detail=_access_detail(ctx),

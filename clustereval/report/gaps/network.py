@@ -14,7 +14,7 @@ LAUNCH_JOBS = {"connectivity": "The connectivity test", "allreduce-inter": "The 
 
 def _exit_words(state: str, rc: int | None, seconds: float, cause: str) -> str:
     if state == "failed":
-        return f"exited {rc} after {seconds:.0f} s" + (f" ({cause})" if cause else "")
+        return f"exited with status `{rc}` after {seconds:.0f} s" + (f" ({cause})" if cause else "")
     if state == "unreachable":
         return f"could not be reached ({cause})"
     return f"{cause or state} after {seconds:.0f} s"

@@ -216,8 +216,8 @@ TOOL_URLS = {
 # what the eval does without it
 FALLBACKS = {
     "fio": "the storage section has no `fio` figures for that node",
-    "ibstat": "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
-    "rdma": "adapter rates are read from /sys/class/infiniband and `nvidia-smi topo -m`",
+    "ibstat": "adapter rates are read from /sys/class/infiniband",
+    "rdma": "adapter rates are read from /sys/class/infiniband",
     "dcgmi": "the hardware health pass cannot run",
 }
 DCGM_PLAN = ("add NVIDIA's CUDA repository (the `cuda-keyring` package) on the node, then "
@@ -243,7 +243,7 @@ def _package_missing(g: Gap) -> tuple[str, str]:
 @wording("environment.driver-silent")
 def _driver_silent(g: Gap) -> tuple[str, str]:
     f = g.facts
-    error = raw_output(f["error"], f"exit {f['rc']}")
+    error = raw_output(f["error"], f"exit status `{f['rc']}`")
     return (f"The NVIDIA driver on `{f['label']}` did not answer ({error}), so its GPUs are not in the inventory.",
             "check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall usually fixes it), then "
             "`clustereval run --resume RUN_DIR`; or drop the node")
