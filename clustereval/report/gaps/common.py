@@ -16,6 +16,12 @@ def raw_output(line: str, fallback: str) -> str:
     return f"`{line.replace('`', chr(39))}`" if line else fallback
 
 
+def status_words(rc: object) -> str:
+    """A command's exit status as the report says it: the code is the command's, quoted, so it is not
+    read as a figure without its unit."""
+    return f"status `{rc}`"
+
+
 def resume_plan(address: str) -> str:
     return RESUME_PLAN.replace("NODE", address or "NODE")
 

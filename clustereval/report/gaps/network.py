@@ -7,6 +7,7 @@ from clustereval.analysis.rendezvous import fix_for
 from clustereval.records import Gap
 from clustereval.records.network import RendezvousPlan
 from clustereval.report.gaps._registry import wording
+from clustereval.report.gaps.common import status_words
 
 # the launches a "network.launch-failed" Gap names (its fact "job")
 LAUNCH_JOBS = {"connectivity": "The connectivity test", "allreduce-inter": "The inter-node all-reduce benchmark"}
@@ -14,7 +15,7 @@ LAUNCH_JOBS = {"connectivity": "The connectivity test", "allreduce-inter": "The 
 
 def _exit_words(state: str, rc: int | None, seconds: float, cause: str) -> str:
     if state == "failed":
-        return f"exited with status `{rc}` after {seconds:.0f} s" + (f" ({cause})" if cause else "")
+        return f"exited with {status_words(rc)} after {seconds:.0f} s" + (f" ({cause})" if cause else "")
     if state == "unreachable":
         return f"could not be reached ({cause})"
     return f"{cause or state} after {seconds:.0f} s"

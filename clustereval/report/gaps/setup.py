@@ -9,7 +9,7 @@ from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import raw_output
+from clustereval.report.gaps.common import raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
 from clustereval.report.units import short_list
 
@@ -243,7 +243,7 @@ def _package_missing(g: Gap) -> tuple[str, str]:
 @wording("environment.driver-silent")
 def _driver_silent(g: Gap) -> tuple[str, str]:
     f = g.facts
-    error = raw_output(f["error"], f"exit status `{f['rc']}`")
+    error = raw_output(f["error"], "exit " + status_words(f["rc"]))
     return (f"The NVIDIA driver on `{f['label']}` did not answer ({error}), so its GPUs are not in the inventory.",
             "check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall usually fixes it), then "
             "`clustereval run --resume RUN_DIR`; or drop the node")

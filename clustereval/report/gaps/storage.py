@@ -6,7 +6,7 @@ from __future__ import annotations
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import raw_output
+from clustereval.report.gaps.common import raw_output, status_words
 from clustereval.report.units import iec_whole
 
 FIO_PACKAGE = "fio"
@@ -76,7 +76,7 @@ def _concurrent_refused(g: Gap) -> tuple[str, str]:
 @wording("storage.concurrent-node-failed")
 def _concurrent_node_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
-    why = f"`dd` exited with status `{f['rc']}` ({raw_output(f['output'], 'and printed nothing')})" if "rc" in f else f["error"]
+    why = f"`dd` exited with {status_words(f['rc'])} ({raw_output(f['output'], 'and printed nothing')})" if "rc" in f else f["error"]
     return (f"{g.node} did not finish the concurrent write to `{f['path']}`: {why}.",
             "check the node and the mount, then re-run the storage phase")
 
