@@ -299,6 +299,9 @@ def _verdict_target(f: Finding, records: dict[str, Any], storage_targets: Any) -
     env = records.get("environment")
     env0 = env.nodes[0] if env is not None and env.nodes else None
     ar = records.get("allreduce")
+    gpu_target = getattr(records.get("preflight"), "gpu_bf16_target_tflops", None)
+    if f.subsystem == "GPUs" and gpu_target:
+        return {"value": gpu_target, "unit": "TFLOPS", "what": "dense BF16", "source": "cluster.toml"}
     if f.subsystem == "GPUs" and env0 is not None and env0.gpus:
         spec = lookup_gpu(env0.gpus[0].name, power_limit_w=env0.gpus[0].power_limit_w or None)
         if spec is not None and spec.bf16_dense_tflops:

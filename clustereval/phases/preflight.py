@@ -101,8 +101,8 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
                                               (t.internode_busbw_gb_s, "GB/s inter-node busbw")) if v]
     targets += [f"storage figures for {s.mount}" for s in t.storage]
     items.append(ChecklistItem("Advertised uni bandwidth / official TFLOPS", bool(targets), "; ".join(targets),
-                               "optional: without them GPUs are judged against the spec database and storage "
-                               "goes under Needs operator input ([targets] in cluster.toml)", required=False))
+                               "optional: without them GPUs are judged against the spec database (an unlisted GPU, "
+                               "and storage, go under Needs operator input) ([targets] in cluster.toml)", required=False))
     return items
 
 
@@ -144,7 +144,8 @@ class Preflight:
         self.multi = len(ctx.nodes) >= 2
         self.rec = PreflightRecord(phase=PHASE, access=ctx.config.access,
                                    access_detail=_access_detail(ctx),
-                                   nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes])
+                                   nodes=[NodeInfo(n.name, n.address, n.index) for n in ctx.nodes],
+                                   gpu_bf16_target_tflops=ctx.config.targets.gpu_bf16_tflops)
         self._lock = threading.Lock()
 
     def run(self) -> PreflightRecord:

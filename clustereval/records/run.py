@@ -60,6 +60,7 @@ class PreflightRecord(PhaseRecord):
     rendezvous_plan: RendezvousPlan | None = None  # what the gloo check proved; every torchrun job reuses it
     rendezvous_probes: list[RendezvousProbe] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
+    gpu_bf16_target_tflops: float | None = None  # [targets] gpu_bf16_tflops: judges the GPUs instead of the spec database
 
 
 @dataclass

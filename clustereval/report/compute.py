@@ -79,6 +79,12 @@ class GpuFacts:
 class Spec:
     name: str  # the product the figure is for ("H200 SXM")
     bf16_tflops: float | None
+    from_target: bool = False  # the figure is the operator's ([targets] gpu_bf16_tflops), not the spec database's
+
+    @property
+    def word(self) -> str:
+        """What the figure is called in a sentence: the official figure, or the operator's target."""
+        return "target" if self.from_target else "official"
 
 
 def _facts(view: RunView, mm: MatmulRecord | None, lemon: LemonRecord | None) -> list[GpuFacts]:
@@ -102,10 +108,17 @@ def _facts(view: RunView, mm: MatmulRecord | None, lemon: LemonRecord | None) ->
     return list(groups.values())
 
 
-def _spec(facts: list[GpuFacts]) -> Spec | None:
+def gpu_target_tflops(view: RunView) -> float | None:
+    """The operator's dense BF16 figure per GPU (``[targets] gpu_bf16_tflops``), frozen in the run's preflight record."""
+    return getattr(view.get("preflight"), "gpu_bf16_target_tflops", None)
+
+
+def _spec(facts: list[GpuFacts], target_tflops: float | None = None) -> Spec | None:
     if not facts:
         return None
     f = facts[0]
+    if target_tflops:
+        return Spec(f.name, target_tflops, from_target=True)
     found = lookup_gpu(f.name, power_limit_w=f.tdp_w)
     return Spec(found.key if found else f.name, found.bf16_dense_tflops if found else None)
 
@@ -125,7 +138,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
             if all(g.text != gap.text for g in result.gaps):  # "no GPU" is said once, not per phase
                 result.gaps.append(gap)
     facts = _facts(view, mm, lemon)
-    spec = _spec(facts)
+    spec = _spec(facts, gpu_target_tflops(view))
     ran_health = bool(health and any(n.ran for n in health.nodes))
     # a search that found MAMF but no MSMF shape still ran: MAMF is reported, the Gap says why no MSMF
     ran_mm = bool(mm and any((n.gpus and any(v is not None for g in n.gpus for v in g.tflops))
@@ -166,7 +179,11 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
             sentence += (", and a TDP (thermal design power, the board's power limit)" if i == 0 else ", and a TDP") \
                 + f" of {f.tdp_w:.0f} W"
         parts.append(sentence + ".")
-    if spec and spec.bf16_tflops:
+    if spec and spec.from_target:
+        parts.append(f"The operator's target for the {spec.name} is {spec.bf16_tflops:.0f} TFLOPS dense BF16 "
+                     "(bfloat16; 10¹² floating-point operations per second; `gpu_bf16_tflops` under `[targets]` in "
+                     "cluster.toml), and the figures below are judged against it.")
+    elif spec and spec.bf16_tflops:
         parts.append(f"The official dense BF16 (bfloat16) figure for the {spec.name} is {spec.bf16_tflops:.0f} TFLOPS "
                      f"(10¹² floating-point operations per second; [TFLOPS comparison table]({TFLOPS_TABLE_URL})).")
     elif spec:
@@ -185,7 +202,7 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
         items.append(f"{tool} — our matmul worker: times many **matmul shapes** (M×N×K) on GPU0 to find the fastest, "
                      "then measures the sustainable winner on every other GPU, each while all the others run a "
                      "matmul; reports **MAMF** (Maximum Achievable Matmul FLOPS) and **MSMF** (Maximum Sustainable "
-                     "Matmul FLOPS), both vs the official spec.")
+                     "Matmul FLOPS), both vs the " + ("operator's target." if spec and spec.from_target else "official spec."))
     if ran_lemon:
         items.append("Lemon GEMM (general matrix multiply) — an inline check of ours, not a published benchmark "
                      f"(the `lemon` mode of {tool if not ran_mm else 'the same `matmul.py`'}): one fixed matmul shape "
@@ -299,7 +316,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     spec_tf = spec.bf16_tflops if spec else None
     with_msmf = any(_slowest(n) is not None for n in nodes)
     numbers = "Two numbers" if with_msmf else "MAMF"  # without an MSMF shape the Gaps below say why
-    lead = (f"{numbers} vs official BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec_tf
+    lead = (f"{numbers} vs {spec.word} BF16 TFLOPS on {gpu} ({spec_tf:.0f} TFLOPS):" if spec and spec_tf
             else f"{numbers} on {gpu}:")
     doc.para(lead)
     mamf_parts, msmf_parts = [], []
@@ -307,13 +324,13 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         where = f" on {node_label(n.hostname, n.index)}" if multi else ""
         s = n.search
         if s and s.mamf:
-            pct = f" ({_pct(round(s.mamf.mean_tflops), spec_tf)} of spec)" if spec_tf else ""
+            pct = f" ({_pct(round(s.mamf.mean_tflops), spec_tf)} of {_of_what(spec)})" if spec_tf else ""
             mamf_parts.append(f"{_tf(s.mamf.mean_tflops)} TFLOPS{pct} at {_shape(s.mamf)}{where}"
                               + (f", {_wmhz(s.mamf)}" if _wmhz(s.mamf) else ""))
         slow = _slowest(n)
         if slow is not None:
             gpu_i, t = slow
-            pct = f" ({_pct(round(held_rate(t)), spec_tf)} of spec)" if spec_tf else ""
+            pct = f" ({_pct(round(held_rate(t)), spec_tf)} of {_of_what(spec)})" if spec_tf else ""
             who = f" ({_gpu_name(n, gpu_i, True) if multi else f'gpu{gpu_i}'}, the slowest GPU)" if not single_gpu else ""
             msmf_parts.append(f"{_tf(held_rate(t))} TFLOPS{pct} at {_shape(t)}{where}{who}"
                               + (f", {_wmhz(t)}" if _wmhz(t) else ""))
@@ -361,6 +378,10 @@ def _missing_msmf(mm: MatmulRecord) -> list[str]:
                 out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
                            f"twice ({why}).")
     return out
+
+
+def _of_what(spec: Spec | None) -> str:
+    return "target" if spec and spec.from_target else "spec"
 
 
 def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool) -> None:
@@ -567,7 +588,7 @@ def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: L
         msmfs = [held_rate(s[1]) for n in mm.nodes if (s := _slowest(n))]
         if mamfs:
             best = round(max(mamfs))
-            of = f" ({_pct(best, spec_tf)} of the official {spec_tf:.0f} TFLOPS dense BF16)" if spec_tf else ""
+            of = f" ({_pct(best, spec_tf)} of the {spec.word} {spec_tf:.0f} TFLOPS dense BF16)" if spec and spec_tf else ""
             parts.append(f"MAMF {best} TFLOPS{of}")
         if msmfs:
             low = round(min(msmfs))

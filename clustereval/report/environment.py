@@ -464,7 +464,9 @@ def render_environment(view: RunView, doc: Document) -> SectionResult:
             doc.heading(3, "Software", toc=False)
             _two_col(doc, "Software", sw)
     compute_ran = any(view.get(phase) is not None for phase in ("matmul", "lemon"))
-    result.findings = environment_findings(env, ask_unknown_gpus=not compute_ran)
+    # an operator's GPU target answers the question the spec database could not
+    asked = not compute_ran and not getattr(view.get("preflight"), "gpu_bf16_target_tflops", None)
+    result.findings = environment_findings(env, ask_unknown_gpus=asked)
     return result
 
 
