@@ -38,7 +38,8 @@ from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
-def _select_phases(phase_list: str | None) -> list[str]:
+def select_phases(phase_list: str | None) -> list[str]:
+    """The phases ``--phases`` names, in run order with preflight first; a bad name is bad input."""
     every = phase_names()
     if not phase_list:
         return every
@@ -54,7 +55,7 @@ def run_eval(config: Config, *, profile: str | None, phase_list: str | None, res
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False,
              junit_path: Path | None = None) -> int:
     """``profile`` None: the default (standard), or on --resume the profile the run started with."""
-    phases = _select_phases(phase_list)
+    phases = select_phases(phase_list)
     if resume_dir:
         state = RunStore.open(resume_dir).load_state()
         if profile is not None and profile != state.profile:
@@ -219,34 +220,41 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
     return EXIT_FAILED if any(m.action in ("failed", "refused") for m in moves) else EXIT_OK
 
 
-def preflight_only(config: Config, *, console: Console, out: Console) -> int:
-    """`clustereval preflight`: the gate alone. Writes nothing under reports/; what it ships to the
-    nodes (the package copy for the gloo check) is removed again."""
+def preflight_only(config: Config, *, reports_dir: Path | None = None, console: Console, out: Console) -> int:
+    """`clustereval preflight`: the gate alone, in its own run folder ``raw-<name>-preflight-<stamp>/``
+    (its record and the gloo check's logs, where its Gaps point); no report. What it ships to the nodes
+    (the package copy for the gloo check) is removed again."""
     transport = make_transport(config)
     try:
-        return _preflight_with(transport, config, console=console, out=out)
+        return _preflight_with(transport, config, reports_dir=Path(reports_dir or config.reports_dir),
+                               console=console, out=out)
     finally:
         transport.close()  # gives back a Slurm allocation preflight asked for
 
 
-def _preflight_with(transport: Transport, config: Config, *, console: Console, out: Console) -> int:
-    import tempfile
-
+def _preflight_with(transport: Transport, config: Config, *, reports_dir: Path, console: Console,
+                    out: Console) -> int:
     from clustereval.phases.preflight import PreflightPhase
 
     ui = RunConsole(console, out, live=False)
     nodes = nodes_of(config, transport)
     config = with_nodes(config, nodes, transport)  # Slurm: the allocation's nodes and addresses
-    with tempfile.TemporaryDirectory(prefix="clustereval-preflight-") as tmp:
-        store = RunStore.create(Path(tmp), config.name)
-        store.save_state(RunState(name=config.name, stamp=utc_stamp(), profile="standard"))
-        ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, progress=ui.progress)
+    name = f"{config.name}-preflight"
+    store = RunStore.create(reports_dir, name)
+    store.save_state(RunState(name=name, stamp=utc_stamp(), profile="standard", phases_planned=["preflight"],
+                              started_utc=utc_now_iso(),
+                              config_path=str(Path(config.source).resolve()) if config.source else ""))
+    ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store, progress=ui.progress)
+    try:
         record = PreflightPhase().run(ctx)
+        store.save_record("preflight", record)
+    finally:
         # the package copy for the gloo check: cleared by the same checks as a run's scratch
         moves = clear_scratch(ctx)
-    for line in cleanup_lines(moves, ""):
+    for line in cleanup_lines(moves, str(store.raw_dir)):
         ui.tell(line)
     ui.show_preflight(record)
+    ui.note(f"run folder: {store.raw_dir}")
     if record.passed:
         ui.tell(f"preflight passed: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ready")
         return EXIT_OK
@@ -313,4 +321,5 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
     for gap in map(say, record.gaps):
         ui.note(f"gap: {gap.text}")
     ui.note(f"run folder: {store.raw_dir}")
-    return EXIT_OK if any(p.busbw_gb_s is not None for p in record.pairs) else EXIT_FAILED
+    # a named straggler is a finding that fails the check, as an Underperforming verdict fails a run
+    return EXIT_FAILED if record.stragglers or not any(p.busbw_gb_s is not None for p in record.pairs) else EXIT_OK

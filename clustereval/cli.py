@@ -127,7 +127,13 @@ def run_dir_or_fail(path: str) -> Path:
 @cli.command()
 @click.argument("report")
 def lint(report: str) -> None:
-    """Check a report against the runbook's final-pass rules."""
+    """Check a report against the runbook's final-pass rules.
+
+    \b
+    Exit status:
+      0    clean
+      1    one or more problems (each printed with its line)
+    """
     from clustereval.report.lint import lint_file
 
     problems = lint_file(Path(report))
@@ -144,13 +150,18 @@ def lint(report: str) -> None:
 @click.option("--config", "config_path", help="cluster.toml (default: ./cluster.toml, else this machine alone).")
 @click.option("--profile", type=click.Choice(["quick", "standard", "smoke"]), default=None,
               help="standard (the default) = the published recipe; quick shortens it and the report says how; "
-                   "smoke rehearses the whole pipeline in about a minute (figures too small to judge by). "
+                   "smoke rehearses the whole pipeline with tiny measurements (figures too small to judge by; "
+                   "DCGM's diag and the eval Python's torch download are not shortened). "
                    "A resumed run keeps the profile it started with.")
-@click.option("--phases", "phase_list", help="Comma-separated subset of phases to run (preflight always runs).")
+@click.option("--phases", "phase_list",
+              help="Comma-separated subset of phases to run (preflight always runs): preflight, packages, "
+                   "evalpython, environment, connectivity, health, matmul, lemon, allreduce, pairwise, storage.")
 @click.option("--resume", "resume_dir",
               help="Continue RUN_DIR: preflight again, then every phase that is not ok (storage keeps its "
-                   "finished fio runs); a run that already finished says so and does nothing.")
-@click.option("--reports-dir", help="Where reports/ go (default from the config: reports).")
+                   "finished fio runs); a run that finished with every phase ok says so and does nothing.")
+@click.option("--reports-dir",
+              help="The folder that receives <name>-<stamp>.md and raw-<name>-<stamp>/, relative to the current "
+                   "directory (default: reports_dir of the config, else reports); not used with --resume.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
 @click.pass_context
@@ -164,9 +175,12 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
       1    a check, phase or node failed (the report's Gaps say which)
       2    bad input: nothing slow was started
       3    clustereval's own defect, e.g. the report fails its lint (the report is still written)
-      130  interrupted (resume with --resume RUN_DIR)
+      130  interrupted by Ctrl-C (resume with --resume RUN_DIR)
+      143  stopped by SIGTERM (a closed terminal, a scheduler): cleaned up like Ctrl-C
     """
-    from clustereval.app import run_eval, stored_config_path
+    from clustereval.app import run_eval, select_phases, stored_config_path
+
+    select_phases(phase_list)  # a bad name is bad input before anything, reports/ included, is made
 
     if resume_dir:
         run_dir_or_fail(resume_dir)
@@ -185,11 +199,18 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 @cli.command()
 @click.argument("run_dir")
 @click.option("--config", "config_path",
-              help="cluster.toml whose targets judge the stored figures (default: the one the run used).")
+              help="cluster.toml whose [[targets.storage]] judge the stored storage figures (default: the one the "
+                   "run used); the GPU and bandwidth targets are the ones the run recorded.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write the verdicts and Gaps as JUnit XML to this file (for CI).")
 def report(run_dir: str, config_path: str | None, junit_path: str | None) -> None:
-    """Re-render the report of RUN_DIR from its saved records (no cluster needed)."""
+    """Re-render the report of RUN_DIR from its saved records (no cluster needed).
+
+    \b
+    Exit status:
+      0    the report was written and passes its lint
+      3    it fails its lint (a clustereval defect; the report is still written)
+    """
     from clustereval.app import rerender, stored_config_path
 
     run_dir_or_fail(run_dir)
@@ -208,7 +229,15 @@ def report(run_dir: str, config_path: str | None, junit_path: str | None) -> Non
               help="Markdown path (the JSON goes beside it; default: diff-<old>-vs-<new>.md beside NEW's report).")
 @click.option("--fail-on-change", is_flag=True, help="Exit 1 when any figure changed beyond noise.")
 def diff(old: str, new: str, fio_tolerance: float, output: str | None, fail_on_change: bool) -> None:
-    """Compare two runs (run folders, reports or summary.json): what changed beyond noise, drift, verdicts."""
+    """Compare two runs (run folders, reports or summary.json): what changed beyond noise, drift, verdicts.
+
+    \b
+    Exit status:
+      0    compared (with --fail-on-change: and nothing changed beyond noise)
+      1    --fail-on-change and a figure changed beyond noise
+      2    bad input (not a run, a report or a summary.json)
+      3    the diff markdown fails its lint (a clustereval defect)
+    """
     from clustereval.compare import diff_runs
 
     rec, md_path, json_path = diff_runs(Path(old), Path(new), fio_tolerance=fio_tolerance / 100,
@@ -245,7 +274,14 @@ def lint_text_of(path: Path) -> list:
 @click.option("--config", "config_path",
               help="cluster.toml to reach the nodes (default: the one the run used).")
 def cleanup(run_dir: str, config_path: str | None) -> None:
-    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
+    """Clear the scratch RUN_DIR left on the nodes (moved to trash on the same mount; a node-local /tmp
+    folder is deleted); print paths and sizes.
+
+    \b
+    Exit status:
+      0    every folder is cleared (or was already)
+      1    a folder could not be cleared, or was refused (the line says why)
+    """
     from clustereval.app import cleanup_run, stored_config_path
 
     run_dir_or_fail(run_dir)
@@ -268,6 +304,11 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
     """Read-only host snapshot: [OK] / [CONCERN] / [INFO] lines, each CONCERN with a → next step.
 
     Writes nothing but its own output (and the evidence folders when asked for).
+
+    \b
+    Exit status:
+      0    every node snapshotted answered
+      1    a node did not answer
     """
     from clustereval.debug import snapshot as snap
     from clustereval.transport.factory import make_transport, nodes_of
@@ -299,7 +340,13 @@ def snapshot(config_path: str | None, node_name: str | None, all_nodes: bool, as
 @cli.command()
 @click.argument("path", required=False, default="cluster.toml")
 def init(path: str) -> None:
-    """Write a commented cluster.toml template to PATH (default: ./cluster.toml)."""
+    """Write a commented cluster.toml template to PATH (default: ./cluster.toml).
+
+    \b
+    Exit status:
+      0    written
+      2    PATH exists (never overwritten) or cannot be written
+    """
     from clustereval.configload import template_text
     from clustereval.inputs import file_to_write, write_new_file
 
@@ -312,15 +359,25 @@ def init(path: str) -> None:
 @cli.command()
 @click.option("--config", "config_path",
               help="cluster.toml (default: ./cluster.toml, else this machine alone).")
-def preflight(config_path: str | None) -> None:
-    """The hard gate: the checklist, SSH/TCP reachability of every node, NCCL env, CPU gloo check.
+@click.option("--reports-dir", help="Where its run folder goes (default from the config: reports).")
+def preflight(config_path: str | None, reports_dir: str | None) -> None:
+    """The hard gate: the checklist, SSH reachability of every node, the run's TCP ports on every
+    node (rdzv_port through rdzv_port + the node count), NCCL env, CPU gloo check (skipped, with a
+    gap, when the nodes' Python has no torch yet).
 
-    Exits 2 with the exact list when something required is missing, 1 when a node cannot be
-    reached or the gloo check fails; nothing slow starts either way.
+    Keeps its record and the gloo check's logs in <reports_dir>/raw-<name>-preflight-<stamp>/.
+
+    \b
+    Exit status:
+      0    every check passed
+      1    a node cannot be reached, a port is blocked or taken, or the gloo check failed
+      2    something required is missing (the exact list); nothing slow starts either way
     """
     from clustereval.app import preflight_only
 
-    sys.exit(preflight_only(load_config_or_default(config_path), console=console, out=out))
+    config = load_config_or_default(config_path)
+    sys.exit(preflight_only(config, reports_dir=reports_dir_or_fail(reports_dir, config), console=console,
+                            out=out))
 
 
 @cli.group()
@@ -330,7 +387,7 @@ def debug() -> None:
 
 @debug.command("nccl")
 @click.option("--config", "config_path",
-              help="cluster.toml (default: ./cluster.toml).")
+              help="cluster.toml (default: ./cluster.toml, else this machine alone, which is too few nodes).")
 @click.option("--pairs", "pairs_file", type=click.Path(exists=True, dir_okay=False),
               help="Use a saved pairwise record (RUN_DIR/pairwise.record.json) instead of measuring.")
 @click.option("--snapshot-all", is_flag=True, help="Snapshot every node, not only the ones the hunt names.")
@@ -339,7 +396,17 @@ def debug() -> None:
               help="How long host iowait is sampled in each snapshot.")
 def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all: bool, reports_dir: str | None,
                    sample_seconds: float) -> None:
-    """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence."""
+    """Uneven NCCL: pairwise hunt, snapshot of the named nodes, ranked suspects with evidence.
+
+    Needs torch in eval_python (or the nodes' python3): it builds no venv. Its run folder is
+    <reports_dir>/raw-<name>-debug-nccl-<stamp>/.
+
+    \b
+    Exit status:
+      0    the hunt completed and named no straggler
+      1    the hunt named a straggler, or no pair completed
+      2    bad input (fewer than 2 nodes, an unreadable --pairs file)
+    """
     from clustereval.analysis.nccl_debug import report_lines
     from clustereval.console import RunConsole
     from clustereval.debug.nccl import debug_nccl
@@ -363,7 +430,7 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
     if rec.evidence_dir:
         console.print(f"evidence: {rec.evidence_dir}", markup=False)
     completed = [p for p in rec.pairs if p.busbw_gb_s is not None]
-    sys.exit(0 if completed else 1)
+    sys.exit(1 if rec.stragglers or not completed else 0)
 
 
 @debug.command("fs")
@@ -378,7 +445,14 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
               help="How long host iowait is sampled.")
 def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, runtime_seconds: int,
                  reports_dir: str | None, sample_seconds: float) -> None:
-    """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance."""
+    """Slow filesystem: storage signals, layout, a quick fio scan against the local disk, guidance.
+
+    \b
+    Exit status:
+      0    the quick scan of MOUNT completed
+      1    it did not (the gaps say why)
+      2    bad input
+    """
     from clustereval.analysis.fs_debug import report_lines
     from clustereval.console import RunConsole
     from clustereval.debug.fs import debug_fs
@@ -400,13 +474,23 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
 
 @cli.command()
 @click.option("--config", "config_path",
-              help="cluster.toml (default: ./cluster.toml).")
+              help="cluster.toml (default: ./cluster.toml, else this machine alone, which is too few nodes).")
 @click.option("--payload-mib", type=click.IntRange(1, 16384), default=None,
               help="All-reduce payload per pair in MiB (default: 1024 on GPUs, 2 with gloo on CPUs).")
 @click.option("--reports-dir", help="Where the run folder goes (default from the config).")
 def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str | None) -> None:
-    """All-reduce busbw for node pairs run in parallel rounds; flags pairs more than 5% below the mean
-    and names the straggler nodes."""
+    """All-reduce busbw for node pairs in parallel rounds, several samples each; names a node only when
+    every sample of its pairs, the fastest included, is more than 5% below the slowest sample of the
+    healthy pairs (above 16 nodes: 5% below the round's median, then a confirming round).
+
+    Needs torch in eval_python (or the nodes' python3): it builds no venv.
+
+    \b
+    Exit status:
+      0    the hunt completed and named no straggler
+      1    it named a straggler, or no pair completed
+      2    bad input (fewer than 2 nodes)
+    """
     from clustereval.app import pairwise_only
 
     config = load_config_or_default(config_path)

@@ -130,7 +130,7 @@ class RunStore:
         """A new run folder; never reuses (or overwrites) another run's folder."""
         if not _NAME_RE.match(name):
             raise UsageError(f"run name {name!r} may only hold letters, digits, '.', '_' and '-'",
-                             "set [cluster] name in cluster.toml to a plain word such as h200")
+                             "set name = \"h200\" (a plain word) at the top of cluster.toml")
         stamp = utc_stamp(now)
         base = f"{name}-{stamp}"
         n = 1

@@ -131,7 +131,11 @@ def test_cli_preflight_on_this_machine(tmp_path):
     proc = run_cli("preflight", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Preflight checklist" in proc.stdout and "preflight passed: 1 node ready" in proc.stdout
-    assert not (tmp_path / "reports").exists()
+    # its own run folder with its record, named on the console; no report
+    (raw,) = (tmp_path / "reports").iterdir()
+    assert raw.name.startswith("raw-") and "-preflight-" in raw.name and (raw / "preflight.record.json").exists()
+    assert f"run folder: reports/{raw.name}" in proc.stderr
+    assert not list((tmp_path / "reports").glob("*.md"))
 
 
 # ---- the namespace cluster over SSH ------------------------------------------------------------
@@ -192,7 +196,7 @@ def test_rendezvous_port_in_use_is_reported_before_gloo(cluster3):
         blocker.kill()
         blocker.wait()
     assert proc.returncode == 1
-    assert f"The rendezvous port 29555 could not be opened on {first.name}" in proc.stdout
+    assert f"Port 29555, one of the ports the run's jobs meet at, could not be opened on {first.name}" in proc.stdout
     assert "│ gloo" not in proc.stdout
 
 

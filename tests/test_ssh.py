@@ -232,3 +232,23 @@ def test_testbed_knobs(cluster3):
     cluster3.kill_sshd(1)
     cluster3.start_sshd(1)
     assert transport.run(node, ["hostname"]).stdout.strip() == node.name
+
+
+def test_a_node_is_reached_by_its_name_only_when_the_ssh_configuration_knows_it(tmp_path):
+    # `ssh -G` only: no network. gpu-a has a Host block, gpu-b none, gpu-c only the catch-all
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host gpu-a\n  HostName 10.9.9.1\n  Port 2201\n  User alice\n"
+                   "Host gpu-d\n  ProxyJump bastion\n"
+                   "Host *\n  ServerAliveInterval 30\n")
+    transport = SshTransport(SshConfig(config_file=str(cfg)))
+    a, b = Node("gpu-a", "10.0.0.1", 0), Node("gpu-b", "10.0.0.2", 1)
+    d, same = Node("gpu-d", "10.0.0.4", 3), Node("10.0.0.5", "10.0.0.5", 4)
+    assert transport.host_of(a) == "gpu-a" and transport.port_of(a) == "2201"
+    assert transport.ssh_argv(a, "true")[-2:] == ["gpu-a", "true"]
+    assert transport.host_of(b) == "10.0.0.2" and transport.port_of(b) == "22"
+    assert transport.host_of(d) == "gpu-d"  # a ProxyJump alone is a setting for that name
+    assert transport.host_of(same) == "10.0.0.5"
+    assert transport.where(a) == "gpu-a (Host gpu-a of the ssh configuration, port 2201)"
+    assert transport.where(b) == "gpu-b (10.0.0.2:22)"
+    # the configured [ssh] port still wins over the Host block's
+    assert SshTransport(SshConfig(config_file=str(cfg), port=7878)).port_of(a) == "7878"

@@ -309,6 +309,21 @@ class NetnsCluster:
         self.kill_sshd(node.index)
         self.start_sshd(node.index)
 
+    def give_login(self, which: int | str, *, port: int, user: str) -> None:
+        """Make one node answer only on its own sshd ``port``, and know a login ``user`` there (uid 0
+        under another name, in sshd's view of /etc/passwd only): what a ``Host`` block with its own
+        Port and User must reach. Restarts that node's sshd."""
+        node = self.node(which)
+        passwd = self._node_dir(node) / "passwd"
+        base = passwd.read_text() if node.index in self._login_passwd else Path("/etc/passwd").read_text()
+        passwd.write_text(base.rstrip("\n") + f"\n{user}:x:0:0:{user}:/root:/bin/sh\n")
+        self._login_passwd[node.index] = passwd
+        cfg = self._node_dir(node) / "sshd_config"
+        cfg.write_text(cfg.read_text().replace(f"Port {self.ssh_port}\n", f"Port {port}\n"))
+        self.kill_sshd(node.index)
+        self.start_sshd(node.index, wait=False)
+        self._wait_for_port(node, port)
+
     def kill_sshd(self, which: int | str) -> None:
         """Stop a node's sshd (SIGKILL): new connections are refused at once, as on a dead node."""
         node = self.node(which)

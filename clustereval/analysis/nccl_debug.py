@@ -121,12 +121,24 @@ def subnet_groups(addresses: Mapping[str, list[str]]) -> dict[str, str]:
     return out
 
 
-def _pct_vs_mean(value: float | None, mean: float) -> str:
+def _pct_vs(value: float | None, rec: NcclDebugRecord) -> str:
+    """A pair's busbw against the bar it was judged by: the limit, or (an older record) the mean."""
     if value is None:
         return "did not complete"
-    if not mean:
+    ref, what = (rec.limit_gb_s, "the limit") if rec.limit_gb_s else (rec.mean_busbw_gb_s, "the mean")
+    if not ref:
         return f"{value:.2f} GB/s"
-    return f"{value:.2f} GB/s ({100 * (value - mean) / mean:+.1f}% vs the mean)"
+    return f"{value:.2f} GB/s ({100 * (value - ref) / ref:+.1f}% vs {what})"
+
+
+def rule_line(rec: NcclDebugRecord) -> str:
+    """How the pairs were judged, in the rule's own terms."""
+    if rec.limit_gb_s:
+        return (f"a pair is slow when even its fastest sample is below {rec.limit_gb_s:.2f} GB/s, "
+                f"{rec.threshold_pct:g}% under the slowest sample of the healthy pairs ({rec.healthy_floor_gb_s:.2f} GB/s)")
+    if rec.why_not_judged:
+        return f"no node was judged: {rec.why_not_judged}"
+    return f"a pair is slow when more than {rec.threshold_pct:g}% below the mean (the record's own rule)"
 
 
 def report_lines(rec: NcclDebugRecord) -> list[str]:
@@ -134,7 +146,7 @@ def report_lines(rec: NcclDebugRecord) -> list[str]:
     done = [p for p in rec.pairs if p.busbw_gb_s is not None]
     lines = [f"pairwise all-reduce: {len(rec.pairs)} node pairs, {rec.ranks_per_node} rank(s) per node, "
              f"{rec.backend or '?'} backend; mean busbw {rec.mean_busbw_gb_s:.2f} GB/s over {len(done)} "
-             f"completed pairs; a pair is slow when more than {rec.threshold_pct:g}% below the mean"]
+             f"completed pairs; {rule_line(rec)}"]
     slow = [p for p in rec.pairs if p.slow]
     lines.append(f"slow pairs: {len(slow)} of {len(rec.pairs)}")
     if not rec.suspects:
@@ -144,7 +156,7 @@ def report_lines(rec: NcclDebugRecord) -> list[str]:
         for s in rec.suspects:
             lines.append(f"{s.rank:>3}. {s.node}: {s.why}")
             for p in s.slow_pairs:
-                lines.append(f"       pair {p.a} + {p.b}: {_pct_vs_mean(p.busbw_gb_s, rec.mean_busbw_gb_s)}"
+                lines.append(f"       pair {p.a} + {p.b}: {_pct_vs(p.busbw_gb_s, rec)}"
                              + (f" [{p.error}]" if p.error else ""))
             for c in s.concerns:
                 lines.append(f"       {format_signal(c)}")

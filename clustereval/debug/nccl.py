@@ -148,6 +148,10 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
         rec.ranks_per_node = int(data.get("ranks_per_node") or 0)
         rec.payload_bytes = int(data.get("payload_bytes") or 0)
         stragglers = [str(s) for s in data.get("stragglers", [])]
+        rec.stragglers = stragglers
+        rec.healthy_floor_gb_s = float(data.get("healthy_floor_gb_s") or 0.0)
+        rec.limit_gb_s = float(data.get("limit_gb_s") or 0.0)
+        rec.why_not_judged = str(data.get("why_not_judged") or "")
         for g in data.get("gaps", []) or []:
             if isinstance(g, dict) and (g.get("text") or g.get("kind")):  # worded (an older record's) or its facts
                 rec.gaps.append(_gap(g))

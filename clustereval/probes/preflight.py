@@ -181,38 +181,51 @@ def parse_node_probe(text: str) -> NodeProbe:
 
 # A one-shot TCP listener on the rendezvous port of the first node, and the connect probe run on
 # every node: the seed's `echo > /dev/tcp/$MASTER_ADDR/$PORT`, without depending on bash.
+# Every port the run's jobs meet at (rdzv_port .. rdzv_port + N) is opened on every node at once:
+# argv is the comma-separated ports, the connections expected on each, and the seconds to wait.
 TCP_LISTEN_SNIPPET = r"""
-import socket, sys, time
-port, expect, deadline = int(sys.argv[1]), int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    srv.bind(("", port))
-    srv.listen(64)
-except OSError as exc:
-    print(f"error: cannot listen on port {port}: {exc.strerror or exc}", flush=True)
-    sys.exit(1)
-print("listening", flush=True)
-seen = 0
-while seen < expect and time.monotonic() < deadline:
-    srv.settimeout(max(0.1, deadline - time.monotonic()))
+import selectors, socket, sys, time
+ports, expect = [int(p) for p in sys.argv[1].split(",")], int(sys.argv[2])
+deadline = time.monotonic() + float(sys.argv[3])
+sel, seen = selectors.DefaultSelector(), {}
+for port in ports:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        conn, peer = srv.accept()
-    except OSError:
-        break
-    seen += 1
-    print(f"accepted {peer[0]}", flush=True)
-    conn.close()
+        srv.bind(("", port))
+        srv.listen(256)
+    except OSError as exc:
+        print(f"error: cannot listen on port {port}: {exc.strerror or exc}", flush=True)
+        sys.exit(1)
+    srv.setblocking(False)
+    sel.register(srv, selectors.EVENT_READ, port)
+    seen[port] = 0
+print("listening", flush=True)
+while min(seen.values()) < expect and time.monotonic() < deadline:
+    for key, _ in sel.select(timeout=max(0.1, deadline - time.monotonic())):
+        try:
+            conn, peer = key.fileobj.accept()
+        except OSError:
+            continue
+        seen[key.data] += 1
+        conn.close()
 """
 
+# argv: comma-separated ADDRESS:PORT targets and the seconds one connect may take. One line per
+# target: "ok ADDRESS:PORT" or "error ADDRESS:PORT: why"; exit 1 when any failed.
 TCP_CONNECT_SNIPPET = r"""
-import socket, sys, time
-host, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-t0 = time.monotonic()
-try:
-    socket.create_connection((host, port), timeout=timeout).close()
-    print(f"ok {time.monotonic() - t0:.3f}")
-except OSError as exc:
-    print(f"error: {exc.strerror or exc}")
-    sys.exit(1)
+import socket, sys
+from concurrent.futures import ThreadPoolExecutor
+targets, timeout = sys.argv[1].split(","), float(sys.argv[2])
+def one(target):
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+        return f"ok {target}"
+    except OSError as exc:
+        return f"error {target}: {exc.strerror or exc}"
+with ThreadPoolExecutor(64) as pool:
+    lines = list(pool.map(one, targets))
+print("\n".join(lines), flush=True)
+sys.exit(1 if any(ln.startswith("error") for ln in lines) else 0)
 """

@@ -38,6 +38,10 @@ class NcclDebugRecord(PhaseRecord):
     ranks_per_node: int = 0
     threshold_pct: float = 5.0
     mean_busbw_gb_s: float = 0.0
+    healthy_floor_gb_s: float = 0.0  # the slowest sample of the pairs without a named node (0.0: an older record)
+    limit_gb_s: float = 0.0  # a pair is slow when even its fastest sample is below this
+    why_not_judged: str = ""  # why the hunt named no node (too few pairs completed)
+    stragglers: list[str] = field(default_factory=list)  # the nodes the hunt named
     pairs: list[PairResult] = field(default_factory=list)
     suspects: list[SuspectNode] = field(default_factory=list)
     topology: list[TopologyFact] = field(default_factory=list)

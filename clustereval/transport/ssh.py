@@ -185,7 +185,13 @@ def _ssh_lines(stderr: str) -> list[str]:
 
 
 class SshTransport(Transport):
-    """``Transport`` over the OpenSSH client. Nodes are reached at ``Node.address``."""
+    """``Transport`` over the OpenSSH client.
+
+    A node is reached by its name when the user's ssh configuration has settings for that name (a
+    ``Host gpu-a`` block with its HostName, Port, User or ProxyJump: ``ssh -G`` tells, without touching
+    the network), and at its hostfile address otherwise. The rendezvous always uses the hostfile
+    address: it is the address the nodes reach each other at.
+    """
 
     method = "ssh"
 
@@ -193,12 +199,43 @@ class SshTransport(Transport):
         self.cfg = cfg
         self.ssh_binary = ssh_binary
         self._ports: dict[str, str] = {}
+        self._hosts: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # -- argv -----------------------------------------------------------------------------------
     def ssh_argv(self, node: Node, command: str) -> list[str]:
         # "--" ends options: an address can never be read as one
-        return [self.ssh_binary, *ssh_options(self.cfg), "--", node.address, command]
+        return [self.ssh_binary, *ssh_options(self.cfg), "--", self.host_of(node), command]
+
+    def _resolved(self, host: str) -> dict[str, str] | None:
+        """``ssh -G HOST``: the settings ssh would use for HOST, with HOST itself written as %h so
+        that two hosts the configuration treats alike compare equal. None when ssh cannot say."""
+        try:
+            proc = subprocess.run([self.ssh_binary, *ssh_options(self.cfg), "-G", "--", host],
+                                  capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if proc.returncode != 0:
+            return None
+        own = re.compile(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])")
+        settings = {}
+        for line in proc.stdout.splitlines():
+            key, _, value = line.partition(" ")
+            if key != "host":
+                settings[key] = own.sub("%h", value)
+        return settings
+
+    def host_of(self, node: Node) -> str:
+        """What ssh connects to for ``node``: its name when the ssh configuration knows that name
+        (its settings for the name differ from those for the hostfile address), else the address."""
+        if node.name == node.address or not node.name:
+            return node.address
+        with self._lock:
+            if node.name not in self._hosts:
+                by_name, by_address = self._resolved(node.name), self._resolved(node.address)
+                known = by_name is not None and by_address is not None and by_name != by_address
+                self._hosts[node.name] = node.name if known else node.address
+            return self._hosts[node.name]
 
     def describe(self) -> str:
         parts = ["ssh"]
@@ -213,20 +250,24 @@ class SshTransport(Transport):
         """The port ssh really uses for ``node`` (``ssh -G`` resolves ~/.ssh/config; no network)."""
         if self.cfg.port is not None:
             return str(self.cfg.port)
+        host = self.host_of(node)
         with self._lock:
-            if node.address not in self._ports:
+            if host not in self._ports:
                 port = "22"
                 try:
-                    proc = subprocess.run([self.ssh_binary, *ssh_options(self.cfg), "-G", "--", node.address],
+                    proc = subprocess.run([self.ssh_binary, *ssh_options(self.cfg), "-G", "--", host],
                                           capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
                     m = re.search(r"^port (\d+)$", proc.stdout, re.MULTILINE)
                     port = m.group(1) if m else port
                 except (OSError, subprocess.SubprocessError):
                     pass
-                self._ports[node.address] = port
-            return self._ports[node.address]
+                self._ports[host] = port
+            return self._ports[host]
 
     def where(self, node: Node) -> str:
+        host = self.host_of(node)
+        if host != node.address:
+            return f"{node.name} (Host {host} of the ssh configuration, port {self.port_of(node)})"
         return f"{node.name} ({node.address}:{self.port_of(node)})"
 
     def error_for(self, node: Node, rc: int, stderr: str, *, seconds: float | None = None,
@@ -243,7 +284,7 @@ class SshTransport(Transport):
         text = "\n".join(lines)
         if _LOST.search(text) or (not lines and seconds is not None and not self._answers(node)):
             return self._lost(node, seconds or 0.0, during)
-        fields = {"node": node.name, "address": node.address, "port": self.port_of(node),
+        fields = {"node": node.name, "address": self.host_of(node), "port": self.port_of(node),
                   "timeout": self.cfg.connect_timeout_s}
         for pattern, error_id, message, hint, transient in _SSH_FAILURES:
             if re.search(pattern, text):
@@ -252,7 +293,7 @@ class SshTransport(Transport):
         own = [ln for ln in lines if ln.startswith(("ssh:", "ssh_", "kex_", "channel ", "mux_", "ControlSocket"))]
         if own:
             return TransportError(node.name, f"ssh failed: {own[-1]}",
-                                  f"try `ssh {node.address} true` by hand to see the full error",
+                                  f"try `ssh {self.host_of(node)} true` by hand to see the full error",
                                   error_id="ssh-failed", where=self.where(node))
         return None  # the remote command itself exited 255
 
@@ -269,7 +310,7 @@ class SshTransport(Transport):
         what = f" during `{during}`" if during else ""
         return ConnectionLost(node.name, f"the connection was lost after {seconds:.0f} s{what}",
                               f"{node.name} stopped answering (rebooted, lost its network, or access was revoked); "
-                              f"check it with `ssh {node.address} true`, then `clustereval run --resume RUN_DIR`",
+                              f"check it with `ssh {self.host_of(node)} true`, then `clustereval run --resume RUN_DIR`",
                               where=self.where(node), after_s=seconds, during=during)
 
     def _raise_for(self, node: Node, result: CommandResult) -> CommandResult:

@@ -66,15 +66,17 @@ def _no_python(g: Gap) -> tuple[str, str]:
 
 @wording("preflight.rdzv-port-unavailable")
 def _rdzv_port(g: Gap) -> tuple[str, str]:
-    return (f"The rendezvous port {g.facts['port']} could not be opened on {g.node} "
-            f"({g.facts['why'].removeprefix('error: ')}).", "choose a free port: rdzv_port in cluster.toml")
+    return (f"Port {g.facts['port']}, one of the ports the run's jobs meet at, could not be opened on {g.node} "
+            f"({g.facts['why'].removeprefix('error: ')}).",
+            "stop what holds it, or set rdzv_port in cluster.toml so that rdzv_port through rdzv_port plus the node "
+            "count are free on every node")
 
 
 @wording("preflight.tcp-blocked")
 def _tcp_blocked(g: Gap) -> tuple[str, str]:
-    return (f"{g.node} cannot open a TCP connection to the rendezvous endpoint ({g.facts['detail']}).",
-            f"allow TCP port {g.facts['port']} from every node to {g.facts['endpoint']} (firewall, security group), "
-            "or set rdzv_port to a port that is open")
+    return (f"{g.node} cannot open a TCP connection to every port the run's jobs meet at ({g.facts['detail']}).",
+            f"allow TCP port {g.facts['port']} (and every other port named) from every node to {g.facts['endpoint']} "
+            "(firewall, security group): the run uses rdzv_port through rdzv_port plus the node count on every node")
 
 
 @wording("preflight.peer-ssh")
