@@ -99,7 +99,7 @@ class StorageTarget:
 class Targets:
     """What the operator says the cluster should deliver; later phases judge against these."""
 
-    gpu_bf16_tflops: float | None = None  # overrides the spec database
+    gpu_bf16_tflops: float | None = None  # dense BF16 per GPU: judges the GPUs instead of the spec database
     nvlink_uni_gb_s: float | None = None  # advertised intra-node unidirectional bandwidth
     internode_busbw_gb_s: float | None = None
     storage: tuple[StorageTarget, ...] = ()
@@ -125,7 +125,7 @@ class Config:
     torch_index: str = "https://download.pytorch.org/whl"  # PyTorch wheel index base (or a mirror): <base>/cu130
     install_packages: bool = True  # install missing host packages (fio, infiniband-diags, ...)
     nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL_* overrides the operator asks for
-    rdzv_port: int = 29500  # rendezvous port on the first hostfile node
+    rdzv_port: int = 29500  # rendezvous port on the first hostfile node; the run uses up to rdzv_port + N
     cpu_ranks_per_node: int = 2  # gloo ranks per node for the network phases when a node has no GPU
     reports_dir: str = "reports"
     targets: Targets = field(default_factory=Targets)
