@@ -502,18 +502,28 @@ def main() -> None:
     # SIGPIPE stays ignored (Python's default): with the default action, a node's ssh that exits before
     # reading the script written to its stdin would kill the whole run. A closed stdout (clustereval ...
     # | head) is handled below instead.
-    # SIGTERM (a closed terminal, a job scheduler) unwinds like Ctrl-C: `finally` blocks and atexit
-    # run, so a Slurm allocation this run asked for is cancelled instead of idling to its limit
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # SIGTERM (a closed terminal, a job scheduler) is a stop-now interrupt, as a second Ctrl-C: a run
+    # writes its partial report, the scratch is cleared, a Slurm allocation this run asked for is
+    # cancelled instead of idling to its limit; the exit status is then 143 (128 + SIGTERM) instead of 130
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        if not terminated:
+            terminated.append(signum)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         code = cli.main(standalone_mode=False)
-    except SystemExit:
-        raise
+    except SystemExit as exc:
+        if terminated:
+            sys.exit(128 + terminated[0])
+        raise exc from None
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:  # Ctrl-C at a prompt or while click parses
-        console.print("interrupted", markup=False)
-        sys.exit(EXIT_INTERRUPTED)
+    except click.exceptions.Abort:  # Ctrl-C (or SIGTERM) at a prompt, while click parses, or uncaught in a command
+        console.print("terminated" if terminated else "interrupted", markup=False)
+        sys.exit(128 + terminated[0] if terminated else EXIT_INTERRUPTED)
     except BrokenPipeError:  # the reader of our output went away (| head): stop quietly, as if interrupted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
