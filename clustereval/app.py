@@ -20,6 +20,7 @@ from clustereval.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     StoreError,
     UsageError,
@@ -109,7 +110,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
 
     left: list[str] = []
     try:
-        with Interrupts(ctx.stop, ui.note), ui:
+        interrupts = Interrupts(ctx.stop, ui.note)
+        with interrupts, ui:
             try:
                 outcome = execute(ctx, phases, prof, on_phase=on_phase)
             finally:
@@ -131,6 +133,8 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
             ui.note(line)
         return EXIT_FAILED
     code = exit_status(outcome, ctx, lint_ok, console, out)
+    if code == EXIT_INTERRUPTED and interrupts.terminated:
+        code = EXIT_TERMINATED
     ui.report_path(store.report_path, moved)  # the last line printed, whatever happened above
     return code
 

@@ -64,7 +64,7 @@ class _Group(click.Group):
             _fail(exc, debug)
         except KeyboardInterrupt:
             console.print("interrupted", markup=False)
-            sys.exit(EXIT_INTERRUPTED)
+            sys.exit(EXIT_INTERRUPTED)  # main() makes it 143 when a SIGTERM raised it
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -502,9 +502,10 @@ def main() -> None:
     # SIGPIPE stays ignored (Python's default): with the default action, a node's ssh that exits before
     # reading the script written to its stdin would kill the whole run. A closed stdout (clustereval ...
     # | head) is handled below instead.
-    # SIGTERM (a closed terminal, a job scheduler) is a stop-now interrupt, as a second Ctrl-C: a run
-    # writes its partial report, the scratch is cleared, a Slurm allocation this run asked for is
-    # cancelled instead of idling to its limit; the exit status is then 143 (128 + SIGTERM) instead of 130
+    # SIGTERM (a closed terminal, a job scheduler) is an interrupt: during a run it is a Ctrl-C (the run
+    # stops after the current measurement, writes its partial report and clears the scratch; a second
+    # one stops now); elsewhere it stops the command at once. `finally` blocks and atexit run, so a
+    # Slurm allocation this run asked for is cancelled. The exit status is 143 (128 + SIGTERM), not 130
     terminated: list[int] = []
 
     def on_sigterm(signum: int, frame: object) -> None:

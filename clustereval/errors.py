@@ -11,7 +11,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a phase failed; the report says which
 EXIT_USAGE = 2  # bad config or bad input: nothing slow was started
 EXIT_DEFECT = 3  # clustereval's own defect (e.g. the report it wrote fails its lint); the report is still written
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): an interrupt too, told apart for the scheduler that sent it
 
 
 @dataclass

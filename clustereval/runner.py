@@ -287,20 +287,26 @@ def render(store: RunStore, access: str, targets: Any = None) -> Rendered:
 
 
 class Interrupts:
-    """First Ctrl-C: finish the current measurement, then stop. Second: stop now.
+    """First Ctrl-C or SIGTERM: finish the current measurement, then stop. Second: stop now.
 
-    ``say``: where the line telling the user what happens goes (the run's console)."""
+    ``say``: where the line telling the user what happens goes (the run's console).
+    ``terminated``: a SIGTERM came (the run then exits 143 instead of 130)."""
 
     def __init__(self, stop: threading.Event, say: Callable[[str], None]) -> None:
         self.stop = stop
         self.say = say
+        self.terminated = False
         self._old = None
+        self._old_term = None
 
     def __enter__(self) -> Interrupts:
         self._old = signal.signal(signal.SIGINT, self._handle)
+        self._old_term = signal.signal(signal.SIGTERM, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:  # noqa: ANN001
+        if signum == signal.SIGTERM:
+            self.terminated = True
         if self.stop.is_set():
             self.say("interrupt: stopping now")
             raise KeyboardInterrupt
@@ -311,6 +317,7 @@ class Interrupts:
 
     def __exit__(self, *exc) -> None:  # noqa: ANN002
         signal.signal(signal.SIGINT, self._old or signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, self._old_term or signal.SIG_DFL)
 
 
 def clear_scratch(ctx: RunContext, *, save: bool = True,

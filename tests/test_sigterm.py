@@ -34,7 +34,7 @@ def test_sigterm_mid_run_writes_the_partial_report_and_exits_143(tmp_path):
             break
     out = "".join(lines) + proc.communicate(timeout=600)[0]
     assert proc.returncode == 143, out[-3000:]
-    assert "resume with `clustereval run --resume" in out
+    assert "resume with `clustereval run --resume" in out and "stopping after the current step" in out
     run_dir = Path(tmp_path / re.search(r"run folder: (\S+)", out).group(1))
     state = (run_dir / "state.json").read_text()
     assert '"interrupted": true' in state
