@@ -145,3 +145,15 @@ def test_docs_point_nowhere_outside_the_repository(doc):
             continue
         path = (doc.parent / target).resolve()
         assert path.is_relative_to(REPO.resolve()) and path.exists(), f"{doc.name}: {target}"
+
+
+@pytest.mark.parametrize("doc,sources", [("slurm.md", "clustereval/transport/slurm"),
+                                         ("kubernetes.md", "clustereval/transport/kubectl.py")])
+def test_every_error_id_of_a_transport_is_in_its_docs_table(doc, sources):
+    root = REPO / sources
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    ids = {m for f in files for m in re.findall(r'error_id="([a-z-]+)"', f.read_text())}
+    text = (REPO / "docs" / doc).read_text()
+    rows = " ".join(ln.split(" | ")[0] for ln in text.splitlines() if ln.startswith("| `"))
+    documented = set(re.findall(r"`([a-z-]+)`", rows))
+    assert ids <= documented, sorted(ids - documented)

@@ -53,8 +53,8 @@ Q_EVENT_NAMES = {
 }
 
 # Where a CONCERN points: a clustereval command, or the area that owns the fix.
-POINT_HARDWARE = ("hardware: `clustereval run --phases health` (dcgmi diag -r 2) on this node; "
-                  "drain it and ask for the GPU to be replaced if it persists")
+POINT_HARDWARE = ("hardware: drain this node and run `dcgmi diag -r 2` on it (`clustereval run --phases health` "
+                  "runs it on every node of the config); ask for the GPU to be replaced if it persists")
 POINT_NVLINK = ("hardware (NVLink): `nvidia-smi nvlink -e` for error counters; a link that stays "
                 "down needs the node drained and repaired")
 POINT_NCCL = "NCCL: `clustereval debug nccl` measures every node pair and names the slow node"
