@@ -230,3 +230,9 @@ def test_resume_and_cleanup_of_a_folder_that_is_not_a_run(tmp_path):
     (tmp_path / "raw-x").mkdir()
     lines = _bad(run_cli("cleanup", "raw-x", cwd=tmp_path, timeout=60))
     assert lines[0] == "error[bad-input]: raw-x: no state.json; this is not a clustereval run folder"
+
+
+def test_an_unknown_phase_is_refused_before_reports_is_made(tmp_path):
+    lines = _bad(run_cli("run", "--phases", "matmul,bogus", cwd=tmp_path, timeout=60))
+    assert lines[0] == "error[bad-input]: unknown phase: bogus" and "choose from: preflight, packages" in lines[1]
+    assert not (tmp_path / "reports").exists()
