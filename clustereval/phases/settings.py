@@ -46,7 +46,7 @@ PROFILES = {
             ("allreduce", "the all-reduce sweep stopped at 1 GiB instead of 16 GiB"),
         ),
     ),
-    # A rehearsal of the whole pipeline in about a minute (and what the test suite runs): every
+    # A rehearsal of the whole pipeline with tiny measurements (what the test suite runs): every
     # measurement is far too small to judge hardware by, and the report says so.
     "smoke": Profile(
         name="smoke",
