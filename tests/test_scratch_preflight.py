@@ -56,4 +56,6 @@ def test_preflights_package_folder_goes_through_the_scratch_cleanup(cluster3, tm
         assert left == []
         assert any(node_dir.rglob("trash/*/cluster-eval-*/pkg")), f"node{i}: the package folder was not moved to trash"
     assert out.count("scratch: moved") == 3
-    assert not (tmp_path / "reports").exists()  # preflight writes nothing under reports/
+    assert not (tmp_path / "reports").exists()  # its run folder goes to the config's reports_dir, no report
+    (raw,) = (cluster3.workdir / "reports").glob("raw-*-preflight-*")
+    assert (raw / "preflight.record.json").exists() and not list(raw.parent.glob("*.md"))

@@ -46,7 +46,7 @@ def test_preflight_and_quick_run_release_the_allocation(slurm_cluster):
     assert len(reports) == 1
     text = reports[0].read_text()
     assert "- Access: Slurm (`srun` into the allocation)" in text
-    record = json.loads(next(reports[0].parent.glob("raw-*/preflight.record.json")).read_text())
+    record = json.loads((reports[0].parent / f"raw-{reports[0].stem}" / "preflight.record.json").read_text())
     kinds = {(p["kind"], p["node"]): p["ok"] for p in record["probes"]}
     assert kinds[("slurm", "all nodes")]
     for name in slurm_cluster.node_names:

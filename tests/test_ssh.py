@@ -243,11 +243,13 @@ def test_a_node_is_reached_by_its_name_only_when_the_ssh_configuration_knows_it(
     transport = SshTransport(SshConfig(config_file=str(cfg)))
     a, b = Node("gpu-a", "10.0.0.1", 0), Node("gpu-b", "10.0.0.2", 1)
     d, same = Node("gpu-d", "10.0.0.4", 3), Node("10.0.0.5", "10.0.0.5", 4)
+    by_address = Node("first", "gpu-a", 5)  # the configuration knows the address, not the name
     assert transport.host_of(a) == "gpu-a" and transport.port_of(a) == "2201"
     assert transport.ssh_argv(a, "true")[-2:] == ["gpu-a", "true"]
     assert transport.host_of(b) == "10.0.0.2" and transport.port_of(b) == "22"
     assert transport.host_of(d) == "gpu-d"  # a ProxyJump alone is a setting for that name
     assert transport.host_of(same) == "10.0.0.5"
+    assert transport.host_of(by_address) == "gpu-a" and transport.port_of(by_address) == "2201"
     assert transport.where(a) == "gpu-a (Host gpu-a of the ssh configuration, port 2201)"
     assert transport.where(b) == "gpu-b (10.0.0.2:22)"
     # the configured [ssh] port still wins over the Host block's

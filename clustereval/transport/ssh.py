@@ -37,6 +37,9 @@ from clustereval.transport.base import (
     unpack_argv,
 )
 
+# A name no Host block of a user's ssh configuration names (.invalid is reserved, RFC 2606): what ssh
+# resolves for it is what a node name with no settings of its own gets
+UNNAMED_HOST = "clustereval-unnamed-host.invalid"
 SSH_FAILED = 255  # ssh's own exit code for a failure of ssh itself (not of the remote command)
 KILL_GRACE_S = 5  # a remote command past its timeout gets SIGTERM, then SIGKILL this much later
 LOCAL_MARGIN_S = 15  # the local ssh waits this much longer than the remote timeout before giving up
@@ -200,6 +203,7 @@ class SshTransport(Transport):
         self.ssh_binary = ssh_binary
         self._ports: dict[str, str] = {}
         self._hosts: dict[str, str] = {}
+        self._baseline: dict[str, str] | None = None
         self._lock = threading.Lock()
 
     # -- argv -----------------------------------------------------------------------------------
@@ -227,13 +231,17 @@ class SshTransport(Transport):
 
     def host_of(self, node: Node) -> str:
         """What ssh connects to for ``node``: its name when the ssh configuration knows that name
-        (its settings for the name differ from those for the hostfile address), else the address."""
+        (its settings for the name differ from those for a name no ``Host`` block names, so only
+        ``Host *`` applies), else the hostfile address."""
         if node.name == node.address or not node.name:
             return node.address
         with self._lock:
             if node.name not in self._hosts:
-                by_name, by_address = self._resolved(node.name), self._resolved(node.address)
-                known = by_name is not None and by_address is not None and by_name != by_address
+                if UNNAMED_HOST not in self._hosts:
+                    self._baseline = self._resolved(UNNAMED_HOST)
+                    self._hosts[UNNAMED_HOST] = UNNAMED_HOST
+                by_name = self._resolved(node.name)
+                known = by_name is not None and self._baseline is not None and by_name != self._baseline
                 self._hosts[node.name] = node.name if known else node.address
             return self._hosts[node.name]
 
