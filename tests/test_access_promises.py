@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from clustereval.config import load_config
 from clustereval.transport.factory import make_transport, nodes_of
 from tests.conftest import run_cli
@@ -24,6 +26,7 @@ def _rdzv_port(cluster) -> int:
     return 20000 + cluster.ssh_port % 9000  # a port no other bed of this machine picks at the same time
 
 
+@pytest.mark.timeout(900)
 def test_four_nodes_reached_by_host_aliases_with_their_own_port_and_user(netns_cluster, tmp_path):
     cluster = netns_cluster(4)
     blocks = []
@@ -64,6 +67,7 @@ def test_four_nodes_reached_by_host_aliases_with_their_own_port_and_user(netns_c
         assert re.search(rf"│ gloo\s+│ {re.escape(n.name)}\s+│ ok", proc.stdout), proc.stdout
 
 
+@pytest.mark.timeout(600)
 def test_a_taken_rdzv_port_plus_one_is_named_with_its_node(cluster3, tmp_path):
     port = _rdzv_port(cluster3)
     taken = cluster3.nodes[2]
@@ -86,6 +90,7 @@ def test_a_taken_rdzv_port_plus_one_is_named_with_its_node(cluster3, tmp_path):
         assert f"could not be opened on {other.name}" not in out
 
 
+@pytest.mark.timeout(600)
 def test_preflight_keeps_the_gloo_logs_its_gaps_point_to(netns_cluster, tmp_path):
     cluster = netns_cluster(2)
     broken = cluster.nodes[1].name
@@ -113,6 +118,7 @@ def test_preflight_keeps_the_gloo_logs_its_gaps_point_to(netns_cluster, tmp_path
     assert "launcher refused on this node" in (raw / "preflight" / f"gloo-{broken}.log").read_text()
 
 
+@pytest.mark.timeout(1500)
 def test_pairwise_exits_1_naming_a_rate_limited_node_and_0_without_it(netns_cluster, tmp_path):
     cluster = netns_cluster(4)
     path = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=_rdzv_port(cluster), cpu_ranks_per_node=1,
