@@ -75,7 +75,8 @@ def test_preflight_passes_with_gloo_across_the_pods(kube3):
             rows[(cells[0], cells[1])] = cells
     for pod in kube3.pods:
         assert rows[("kubectl", pod)][2:4] == ["ok", pod]  # the hostname inside the pod
-        assert rows[("tcp", pod)][2:4] == ["ok", f"{kube3.cluster.nodes[0].address}:29500 open"]  # pod 0's IP
+        # every pod reached every pod's ports: 29500 (the rendezvous, at pod 0's IP) through 29500 + 3
+        assert rows[("tcp", pod)][2] == "ok" and rows[("tcp", pod)][3].startswith("ports 29500-29503 open on all 3")
         assert rows[("gloo", pod)][2] == "ok"
     assert "rendezvous at " + f"{kube3.cluster.nodes[0].address}:29500" in proc.stderr
     # every pod got its own exec (not only the first)
