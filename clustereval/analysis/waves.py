@@ -17,8 +17,8 @@ Two searches for two figures, each timed in the regime its figure describes:
 - **MSMF** (held back to back at the power limit): a *ladder* of held rungs, no flush between the
   matmuls. Round one holds the squarest family of each wave count (2…16 waves) at the largest K,
   three candidates between rungs of a *reference* shape (the fattest family, held again and again);
-  round two holds the two best again in both operand layouts and at a larger K, two between
-  reference rungs. Each rung's rate is divided by the reference's rate interpolated to the same
+  round two holds the two best again in both operand layouts and at a larger K (the best one also
+  at the larger K in layout ``tn``, and turned, N×M), two between reference rungs. Each rung's rate is divided by the reference's rate interpolated to the same
   moment, so a board that heats or cools by a few percent during the ladder cannot pick the winner;
   a shape's score is the mean of its ratios. The board is at its power limit from the first rung,
   so the ladder is the soak. The winner is then held for a *final* settle and timed window: MSMF is
@@ -102,7 +102,7 @@ class WavePlan:
     per_ref_round1: int = 3  # candidates between two reference rungs
     per_ref_round2: int = 2
     rung_s: float = 0.8  # one round-one rung (settle included)
-    rung2_s: float = 1.2  # one round-two rung
+    rung2_s: float = 1.0  # one round-two rung
     num_finalists: int = 2  # round-two shapes
     min_power_frac: float = 0.95  # a rung below this fraction of the power limit is SUSPECT
     expected_bursts: int = 150  # about how many burst timings screen, refine and confirm take (progress only)
@@ -112,7 +112,7 @@ def ladder_rungs(plan: WavePlan) -> tuple[int, int]:
     """How many rungs round one and (at most) round two of the ladder hold, reference rungs included."""
     def count(cands: int, per_ref: int) -> int:
         return 1 + cands + math.ceil(cands / max(1, per_ref))
-    return (count(plan.num_ladder - 1, plan.per_ref_round1), count(3 * plan.num_finalists, plan.per_ref_round2))
+    return (count(plan.num_ladder - 1, plan.per_ref_round1), count(3 * plan.num_finalists + 2, plan.per_ref_round2))
 
 
 def tile_count(m: int, n: int, tile: tuple[int, int] = TILE) -> int:
@@ -125,7 +125,7 @@ def is_whole_wave(m: int, n: int, sms: int, tile: tuple[int, int] = TILE) -> boo
 
 def wave_layouts(sms: int, waves: int, space: WaveSpace = GPU_SPACE) -> list[Family]:
     """Every whole-wave (M, N) of ``waves`` waves within the space's bounds, squarest first
-    (a tie between an (M, N) and its transpose: the taller first)."""
+    (a tie between an (M, N) and its transpose: the wider first)."""
     tm, tn = space.tile
     blocks = waves * sms
     out = []
@@ -135,7 +135,7 @@ def wave_layouts(sms: int, waves: int, space: WaveSpace = GPU_SPACE) -> list[Fam
         m, n = tm * p, tn * (blocks // p)
         if space.min_dim <= m <= space.max_dim and space.min_dim <= n <= space.max_dim:
             out.append(Family(waves, m, n))
-    return sorted(out, key=lambda f: (round(abs(math.log(f.m / f.n)), 9), -f.m))
+    return sorted(out, key=lambda f: (round(abs(math.log(f.m / f.n)), 9), f.m))
 
 
 def families(sms: int, space: WaveSpace = GPU_SPACE, waves: Sequence[int] | None = None,
@@ -345,8 +345,11 @@ def _msmf(summary: SearchSummary, sms: int, timed: dict[Variant, ShapeTiming], r
     run_ladder(ladder, cands, plan.per_ref_round1, plan.rung_s, rung, book.clock, tel, plan.min_power_frac)
     finalists = [v for v, _ in ladder.ranked()][:plan.num_finalists]
     round2: list[Variant] = []
-    for shape, _ in finalists:
-        for v in ((shape, "nn"), (shape, "tn"), ((shape[0], shape[1], space.msmf_big_k), "nn")):
+    for i, (shape, _) in enumerate(finalists):
+        big = (shape[0], shape[1], space.msmf_big_k)
+        # the best one also at the larger K in layout tn, and turned (N×M)
+        more = [(big, "tn"), ((shape[1], shape[0], shape[2]), "nn")] if i == 0 else []
+        for v in ((shape, "nn"), (shape, "tn"), (big, "nn"), *more):
             if v not in round2 and v != reference:
                 round2.append(v)
     run_ladder(ladder, round2, plan.per_ref_round2, plan.rung2_s, rung, book.clock, tel, plan.min_power_frac)

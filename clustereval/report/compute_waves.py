@@ -54,7 +54,7 @@ def wave_method(search: SearchSummary, mm: MatmulRecord, loaded: str) -> str:
                  f"candidate between rungs of a reference shape, {_shape(search.reference)}, held again and again, "
                  "and ranked by its rate divided by the reference's at the same moment, so the board heating or "
                  "cooling during the ladder cannot pick the winner; the two best were held again in both layouts "
-                 f"and at a larger K. The winner was then held until its clock settled (at least {mm.settle_s:g} s, "
+                 f"and at a larger K, the best one also turned (N×M). The winner was then held until its clock settled (at least {mm.settle_s:g} s, "
                  f"the board already at its power limit) and timed for {search.held_window_s:g} s: MSMF is the "
                  "median of that window, and a shape whose rate moved by more than "
                  f"{100 * search.max_drift_frac:.1f}% from the window's first half to its second is labelled "
