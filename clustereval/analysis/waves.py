@@ -111,8 +111,8 @@ class WavePlan:
 def ladder_rungs(plan: WavePlan) -> tuple[int, int]:
     """How many rungs round one and (at most) round two of the ladder hold, reference rungs included."""
     def count(cands: int, per_ref: int) -> int:
-        return 1 + cands + math.ceil(cands / max(1, per_ref))
-    return (count(plan.num_ladder - 1, plan.per_ref_round1), count(3 * plan.num_finalists + 2, plan.per_ref_round2))
+        return cands + math.ceil(cands / max(1, per_ref))
+    return (1 + count(plan.num_ladder - 1, plan.per_ref_round1), count(3 * plan.num_finalists + 2, plan.per_ref_round2))
 
 
 def tile_count(m: int, n: int, tile: tuple[int, int] = TILE) -> int:
@@ -208,7 +208,8 @@ class Ladder:
 
 def run_ladder(ladder: Ladder, candidates: Sequence[Variant], per_ref: int, rung_s: float, rung: RungFn,
                clock: Callable[[], float], tel: Telemetry, min_power_frac: float) -> None:
-    """Reference, ``per_ref`` candidates, reference, ... ending on the reference."""
+    """Reference, ``per_ref`` candidates, reference, ... ending on the reference (a ladder that already
+    ends on a reference rung goes on from it)."""
     def hold(v: Variant) -> None:
         t0 = clock()
         timing = classify_sustained(rung(v[0], v[1], rung_s), tel, min_power_frac)
@@ -216,7 +217,8 @@ def run_ladder(ladder: Ladder, candidates: Sequence[Variant], per_ref: int, rung
         ladder.add((t0 + clock()) / 2, v, timing)
 
     todo = [v for v in candidates if v != ladder.reference]
-    hold(ladder.reference)
+    if not ladder.rungs or ladder.rungs[-1][1] != ladder.reference:
+        hold(ladder.reference)
     for i in range(0, len(todo), max(1, per_ref)):
         for v in todo[i:i + per_ref]:
             hold(v)
