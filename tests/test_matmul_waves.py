@@ -284,3 +284,71 @@ def test_the_wave_search_time_left_counts_down():
     assert settings.wave_search_time_left_s(["screen"] * 150 + ["hot"] * round1, 20.0) == pytest.approx(
         round2 * plan.rung2_s + 10.0)
     assert settings.wave_search_time_left_s(["screen"] * 150 + ["hot"] * 20 + ["sustained"], 40.0) == 0.0
+
+
+# -- what the lent H200 measured (tests/fixtures/matmul/) -----------------------------------------
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "matmul"
+
+
+def captured_waves():
+    import json
+
+    from clustereval.records import from_dict
+    from clustereval.records.compute import SearchSummary
+
+    return from_dict(SearchSummary, json.loads((FIXTURES / "h200-wave-search.json").read_text()))
+
+
+def test_the_captured_h200_wave_search_holds_what_the_record_promises():
+    s = captured_waves()
+    assert s.mode == "waves" and s.sm_count == 132 and s.tile == TILE
+    assert [st.name for st in s.stages] == ["screen", "refine", "confirm", "ladder", "final"]
+    assert sum(st.seconds for st in s.stages) == pytest.approx(s.total_s, abs=0.5)
+    # MAMF: a burst at boost, the mean of its confirm with its peak beside it
+    assert s.mamf.stage == "burst" and s.mamf.sm_mhz >= 1950 and s.mamf.max_tflops >= s.mamf.mean_tflops
+    assert s.mamf.layout in ("nn", "tn") and s.mamf.iterations >= 30
+    # MSMF: the ladder's winner, held at the power limit with a settled clock and a steady window
+    m = s.msmf
+    assert m.stage == "sustained" and m.held and m.label == "" and m.power_w > 0.97 * 700 and m.sm_mhz < 1500
+    assert abs(m.drift_frac) <= s.max_drift_frac and m.temp_c is not None
+    rungs = [t for t in s.sustained if t.stage == "hot"]
+    ref = [t for t in rungs if t.shape == s.reference and t.layout == s.reference_layout]
+    assert len(ref) >= 5 and all(t.ref_ratio == 1.0 for t in ref)
+    # the reference's own rungs drift with the board: what the ratios correct for
+    assert max(t.median_tflops for t in ref) > min(t.median_tflops for t in ref)
+    winner = [t.ref_ratio for t in rungs if (t.shape, t.layout) == (m.shape, m.layout)]
+    assert winner and s.msmf_ratio == pytest.approx(sum(winner) / len(winner), abs=1e-4)
+    # the first rungs after the bursts drew 660–690 W: one under 95% of the limit is SUSPECT and not ranked
+    low = [t for t in rungs if t.power_w < 0.95 * 700]
+    assert low and all(t.label == "SUSPECT" and t.ref_ratio == 0.0 for t in low)
+    assert all(t.label == "" and t.ref_ratio > 0 for t in rungs if t.power_w >= 0.95 * 700)
+
+
+def test_the_captured_search_renders_a_lint_clean_report(tmp_path):
+    from tests.test_compute_report import lint, section
+    from tests.test_matmul_trace import matmul_record, render
+
+    s = captured_waves()
+    rec = matmul_record(s, gpus=(0, 1))
+    rec.nodes[0].msmf_layout = s.msmf.layout
+    md = render({"matmul": rec}).markdown
+    text = section(md, "GPU performance benchmarks")
+    assert "132 streaming multiprocessors (SMs)" in text and "whole-wave family" in text
+    assert f"the mean of {s.mamf.iterations} timed iterations, its fastest iteration {s.mamf.max_tflops:.0f} TFLOPS, " \
+           f"layout `{s.mamf.layout}`" in text
+    assert f"reference shape, {'×'.join(map(str, s.reference))}" in text
+    assert f"Its held window on GPU0: median {s.msmf.median_tflops:.1f} TFLOPS" in text
+    assert f"{s.msmf.power_w:.0f} W / {s.msmf.sm_mhz:.0f} MHz / {s.msmf.temp_c:.0f} °C" in text
+    assert "The stages took screen" in text and "every other GPU measured the same shape in the same layout" in text
+    lint(md, tmp_path)
+
+
+def test_the_finders_closing_lines_are_read():
+    from benchmarks.matmul_vs_finder import parse_finder
+
+    r = parse_finder((FIXTURES / "finder-v4-auto-h200.txt").read_text())
+    assert r.version == "4" and r.shapes_tried == 825 and r.elapsed_s == 61.0
+    assert r.mamf.tflops == 819.9 and r.mamf.shape == (3072, 2816, 20480) and r.mamf.power_w == 157.0
+    assert r.mamf.sm_mhz == 1980.0
+    assert r.msmf.tflops == 702.5 and r.msmf.shape == (8192, 8448, 20480) and r.msmf.sm_mhz == 1446.0
