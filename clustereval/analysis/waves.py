@@ -260,15 +260,15 @@ def wave_search(sms: int, measure: MeasureFn, rung: RungFn, hold: HoldFn, space:
     t_start = tick()
     timed: dict[Variant, ShapeTiming] = {}
 
-    def burst(st: SearchStage, shapes: Sequence[Shape], stage: str, layout: str = "nn") -> None:
+    def screen(st: SearchStage, shapes: Sequence[Shape], layout: str = "nn") -> None:
+        """The brief burst timing of every shape not timed yet."""
         for shape in shapes:
-            if (shape, layout) in timed and stage == SCREEN:
+            if (shape, layout) in timed:
                 continue
-            t = measure(shape, stage, layout)
+            t = measure(shape, SCREEN, layout)
             t.layout = layout
             book.note(st, shape, layout)
-            if stage == BURST or (shape, layout) not in timed:
-                timed[(shape, layout)] = t
+            timed[(shape, layout)] = t
 
     def screen_best(pool: dict[Variant, ShapeTiming]) -> list[ShapeTiming]:
         return sorted(pool.values(), key=lambda t: (-t.mean_tflops, t.shape, t.layout))
@@ -276,7 +276,7 @@ def wave_search(sms: int, measure: MeasureFn, rung: RungFn, hold: HoldFn, space:
     # MAMF: screen
     fams = families(sms, space)
     st = book.begin("screen")
-    burst(st, [(f.m, f.n, k) for f in fams for k in space.screen_ks], SCREEN)
+    screen(st, [(f.m, f.n, k) for f in fams for k in space.screen_ks])
     book.end(st)
 
     # refine on K, orientation and wave count around the leading families
@@ -293,9 +293,9 @@ def wave_search(sms: int, measure: MeasureFn, rung: RungFn, hold: HoldFn, space:
         fam = fam_of.get((lead.m, lead.n))
         if fam is not None:
             shapes += [(f.m, f.n, lead.k) for f in neighbour_wave(sms, fam, space)]
-    burst(st, shapes, SCREEN)
+    screen(st, shapes)
     top = screen_best(timed)[:3]
-    burst(st, [(t.m, t.n, k) for t in top for k in (t.k - space.k_step, t.k + space.k_step) if k > 0], SCREEN)
+    screen(st, [(t.m, t.n, k) for t in top for k in (t.k - space.k_step, t.k + space.k_step) if k > 0])
     book.end(st)
 
     # confirm: the fastest shapes, each in both layouts, with the full burst timing

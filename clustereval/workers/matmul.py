@@ -4,9 +4,12 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval.analysis.matmul``, the steadiness rule
-  in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this file as
-  ``matmul_search.py`` and ``matmul_steady.py``, with ``matmul_bench.py`` and ``matmul_nvml.py``).
+  board at its power limit). Without ``--grid`` it is the whole-wave search
+  (``clustereval.analysis.waves``: shapes built for the GPU's SM count, MSMF ranked on a held ladder
+  against a reference shape); with one, the lattice search of ``clustereval.analysis.matmul``. The
+  steadiness rule is in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this
+  file as ``matmul_waves.py``, ``matmul_search.py`` and ``matmul_steady.py``, with
+  ``matmul_bench.py`` and ``matmul_nvml.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
 - ``pinned``: one shape held until its SM clock settles, then timed for a window (a sustained
   measurement, as the search's MSMF is; the all-GPU pass runs it on every other GPU).
@@ -21,6 +24,11 @@ pair of CUDA events; the CPU is kept at most ~50 ms ahead of the GPU so the tele
 up with the work. A sampling thread reads board power, SM clock, temperature and clock-event reasons
 from NVML every 20 ms (and the siblings' utilisation, to see whether their load stopped; see
 ``clustereval.workers.nvml``). TFLOPS = 2·M·N·K / time.
+
+A ladder rung (the whole-wave search's MSMF ranking) is a short hold: about a second back to back,
+no flush, its first third untimed, the rest timed in chunks of a tenth of a second; its figure is
+the median chunk rate. The B operand is stored K×N (``nn``) or N×K and read transposed (``tn``),
+as the search asks; the search says which layout each figure was measured in.
 
 How a shape is held (the sustained regime, MSMF): back-to-back matmuls in chunks of about a quarter
 second, each chunk timed with a pair of CUDA events, no cache flush between them (a sustained
