@@ -183,7 +183,7 @@ def main() -> int:
         (out / "msmf-search.json").write_text(json.dumps(to_dict(search), separators=(",", ":")) + "\n")
     held_runs: list[dict[str, Any]] = []
     if search is not None and search.msmf is not None:
-        held = [t for t in search.sustained if t.held]
+        held = [t for t in search.sustained if t.held and t.stage == "sustained"]  # not the ladder's rungs
         order = [search.msmf] + [t for t in sorted(held, key=lambda t: -held_rate(t)) if t != search.msmf]
         loop = HeldLoop(device)
         for i, t in enumerate(order):
@@ -229,7 +229,7 @@ def render(report: dict[str, Any], rec: MatmulRecord, held_runs: list[dict[str, 
               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     hot = {t.shape: t for t in s.sustained if t.stage == "hot"}
     for t in s.sustained:
-        if not t.held:
+        if not t.held or t.stage != "sustained":
             continue
         burst = hot.get(t.shape)
         lines.append(f"| {_t(t)}{' (MSMF)' if t == msmf else ''} | {burst.mean_tflops:.1f} |" if burst else

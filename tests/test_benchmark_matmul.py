@@ -47,3 +47,20 @@ def test_msmf_benchmark_smoke(tmp_path):
     md = (out / "matmul_msmf.md").read_text()
     assert "| the whole matmul phase |" in md and "2 s held (median of the last 1 s)" in md
     assert (out / "run.tar.gz").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_vs_finder_benchmark_smoke(tmp_path):
+    """The comparison with the finder, our side on a CPU stand-in: the phase, the alternated holds, the checks."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "matmul_vs_finder.py"), str(out), "--smoke"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((out / "vs_finder.json").read_text())
+    search = report["record"]["nodes"][0]["search"]
+    assert search["mode"] == "waves" and report["phase_wall_s"] > 0
+    assert [h["who"] for h in report["held"]] == ["ours", "ours"]  # no finder on CPU: our shape, twice
+    assert all(h["layout"] == search["msmf"]["layout"] for h in report["held"])
+    md = (out / "vs_finder.md").read_text()
+    assert "| confirm |" in md and "| our MSMF vs its own" in md
+    assert json.loads((out / "search.json").read_text())["stages"] and (out / "search.log").stat().st_size > 0

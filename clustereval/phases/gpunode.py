@@ -36,7 +36,8 @@ from clustereval.transport.base import Node
 
 # the code the report links (``publish_tools``): the worker first, then what it imports, beside it
 MATMUL_TOOLS = ("clustereval.workers.matmul", ("clustereval.analysis.matmul", "matmul_search.py"),
-                ("clustereval.analysis.steady", "matmul_steady.py"), "clustereval.workers.matmul_bench",
+                ("clustereval.analysis.waves", "matmul_waves.py"), ("clustereval.analysis.steady", "matmul_steady.py"),
+                "clustereval.workers.matmul_bench",
                 ("clustereval.workers.nvml", "matmul_nvml.py"))
 
 

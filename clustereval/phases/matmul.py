@@ -117,6 +117,7 @@ class NodePass:
         self.log_dir = f"matmul/{self.node.name}"
         self.loads = LoadSet(ctx, inv, settings, self.log_dir)
         self.shape: tuple[int, int, int] | None = None
+        self.layout = "nn"  # the MSMF shape's B operand layout, as the search chose it
 
     def gap(self, kind: str, **facts: Any) -> None:
         self.gaps.append(Gap(MatmulPhase.name, node=self.node.name, kind=kind, facts=facts))
@@ -129,10 +130,11 @@ class NodePass:
                 self._passes(self._first_pass())
         return self._guarded(work)
 
-    def run_at(self, shape: tuple[int, int, int], max_passes: int = 3) -> tuple[NodeMatmul, list[Gap]]:
+    def run_at(self, shape: tuple[int, int, int], max_passes: int = 3, layout: str = "nn") -> tuple[NodeMatmul, list[Gap]]:
         """Every GPU at a given shape, each with all the others loaded (the benchmark's all-GPU pass)."""
         def work() -> None:
             self.shape = self.rec.msmf_shape = shape
+            self.layout = self.rec.msmf_layout = layout
             t0 = time.monotonic()
             first = self._pinned_pass()
             self.rec.all_gpu_wall_s = round(time.monotonic() - t0, 1)
@@ -192,7 +194,7 @@ class NodePass:
         if self.settings.grid:
             args += ["--grid", self.settings.grid]
         self.ctx.progress(MatmulPhase.name, self.node.name, f"searching matmul shapes on gpu{gpu0}",
-                          self.settings.search_time_left_s([], 0.0))
+                          self._time_left([], 0.0))
         t0 = time.monotonic()
         proc = launch(self.ctx, self.node, self.settings, "search", args, f"{self.log_dir}/gpu{gpu0}-search.log")
         self._follow_search(proc, gpu0, t0)
@@ -215,6 +217,12 @@ class NodePass:
             self.gap("matmul.no-msmf-shape", gpu=gpu0, pinned=pinned, siblings=bool(siblings))
             return
         self.shape = self.rec.msmf_shape = summary.msmf.shape
+        self.layout = self.rec.msmf_layout = summary.msmf.layout
+
+    def _time_left(self, stages: list[str], elapsed_s: float) -> float:
+        if self.settings.grid:
+            return self.settings.search_time_left_s(stages, elapsed_s)
+        return self.settings.wave_search_time_left_s(stages, elapsed_s)
 
     def _follow_search(self, proc: WorkerProc, gpu0: int, t0: float) -> None:
         """Show the shapes timed and the time left until the search prints its result or stops;
@@ -229,7 +237,7 @@ class NodePass:
             if stages:
                 self.ctx.progress(MatmulPhase.name, self.node.name,
                                   f"searching matmul shapes on gpu{gpu0}: {len(stages)} timings done",
-                                  self.settings.search_time_left_s(stages, time.monotonic() - t0))
+                                  self._time_left(stages, time.monotonic() - t0))
 
     def _label(self, gpu: int) -> str:
         return gpu_label(self.inv.hostname, self.node.index, gpu)
@@ -339,8 +347,8 @@ class NodePass:
     def _pinned(self, gpu: int, others: list[int], attempt: int) -> tuple[ShapeTiming | None, str]:
         assert self.shape is not None
         m, n, k = self.shape
-        args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--siblings", ",".join(map(str, others)),
-                *self.settings.held_args()]
+        args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--layout", self.layout,
+                "--siblings", ",".join(map(str, others)), *self.settings.held_args()]
         passno = len(self._gpu(gpu).tflops) + 1
         self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
                           self.settings.settle_s + self.settings.sustain_s)

@@ -245,6 +245,26 @@ class GpuSettings:
         expected = self.coarse_budget + SearchPlan.num_confirm
         return max(0, expected - screened) * (elapsed_s / screened) + tail
 
+    def wave_search_time_left_s(self, stages: list[str], elapsed_s: float) -> float:
+        """Time left of the whole-wave search (``clustereval.analysis.waves``), from the stages of the
+        timings so far: the burst timings at the pace measured so far, then the ladder's rungs (their
+        number and length are the plan's) and the final settle and window."""
+        from clustereval.analysis.matmul import HOT, SUSTAINED
+        from clustereval.analysis.waves import WavePlan, ladder_rungs
+
+        plan = WavePlan()
+        round1, round2 = ladder_rungs(plan)
+        final = self.settle_s + self.sustain_s
+        rungs = stages.count(HOT)
+        if stages.count(SUSTAINED):
+            return 0.0
+        if rungs:
+            done1 = min(rungs, round1)
+            return (round1 - done1) * plan.rung_s + (round2 - (rungs - done1)) * plan.rung2_s + final
+        tail = round1 * plan.rung_s + round2 * plan.rung2_s + final
+        expected = plan.expected_bursts
+        return max(0, expected - len(stages)) * (elapsed_s / len(stages) if stages else 0.05) + tail
+
     def pinned_timeout_s(self) -> float:
         return self.start_timeout_s + self.soak_max_s + self.sustain_s + self.pinned_margin_s
 

@@ -86,6 +86,8 @@ class ShapeTiming:
     first_half_tflops: float = 0.0  # median TFLOPS of the window's first / second half
     second_half_tflops: float = 0.0
     drift_frac: float = 0.0  # (second half - first half) / first half
+    layout: str = "nn"  # the B operand in memory: nn (K×N, rows of N) | tn (N×K, read transposed)
+    ref_ratio: float = 0.0  # a held rung: its rate over the reference shape's, interpolated to the same moment
 
     @property
     def held(self) -> bool:
@@ -141,6 +143,16 @@ class MatmulTrace:
 
 
 @dataclass
+class SearchStage:
+    """One stage of the whole-wave search: what it timed and how long it took."""
+
+    name: str  # screen | refine | confirm | ladder | final (the worker's stage names)
+    num_timings: int = 0  # measurements taken (a shape in two operand layouts counts twice)
+    seconds: float = 0.0
+    shapes: list[str] = field(default_factory=list)  # every shape it timed, MxNxK/layout
+
+
+@dataclass
 class SearchSummary:
     """What GPU0's search (or an exhaustive pass) found."""
 
@@ -153,7 +165,7 @@ class SearchSummary:
     num_sustained: int = 0  # ... of which pinned for the full sustained timing
     mamf: ShapeTiming | None = None
     msmf: ShapeTiming | None = None
-    sustained: list[ShapeTiming] = field(default_factory=list)  # every hot and pinned timing, labels included
+    sustained: list[ShapeTiming] = field(default_factory=list)  # every hot (ladder rung) and held timing, labels included
     screen_min_iters: int = 0  # what each stage timed at least (the worker's rules, for the report)
     confirm_min_iters: int = 0
     confirm_min_s: float = 0.0
@@ -173,6 +185,13 @@ class SearchSummary:
     held_window_s: float = 0.0  # each held shape's timed window
     max_drift_frac: float = 0.0  # beyond this first-half/second-half drift a held shape is UNSTEADY
     trace: MatmulTrace | None = None
+    # the whole-wave search (mode "waves"): what each stage timed, and how MSMF was ranked
+    sm_count: int = 0  # the SM count the wave families were built for
+    tile: tuple[int, int] = (0, 0)  # the output tile (M, N) a wave is counted in
+    stages: list[SearchStage] = field(default_factory=list)
+    reference: tuple[int, int, int] | None = None  # the shape held again between candidates
+    reference_layout: str = "nn"
+    msmf_ratio: float = 0.0  # the MSMF shape's mean rate over the reference's on the ladder
 
 
 @dataclass
@@ -201,6 +220,7 @@ class NodeMatmul:
     boost_mhz: float | None = None
     search: SearchSummary | None = None  # GPU0's search
     msmf_shape: tuple[int, int, int] | None = None
+    msmf_layout: str = "nn"  # the MSMF shape's B operand layout: every GPU measures it the same way
     gpus: list[GpuMsmf] = field(default_factory=list)
     num_passes: int = 0
     medians: list[float] = field(default_factory=list)  # node median MSMF per pass

@@ -27,6 +27,7 @@ from clustereval.report.compute_msmf import (
     steadiness_sentences,
     trace_block,
 )
+from clustereval.report.compute_waves import is_waves, mamf_statistic, msmf_sentences, wave_method
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
@@ -287,7 +288,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     assert search is not None
     tried = ", ".join(sorted({str(n.search.shapes_tried) for n in nodes if n.search}))
     loaded = "" if single_gpu else ", while every other GPU of the node ran a continuous matmul"
-    text = ("Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
+    text = wave_method(search, mm, loaded) if is_waves(search) else (
+            "Compute is measured by timing matrix multiplication (`matmul`). How fast a `matmul` runs depends on its "
             "**matmul shape**, the M×N×K dimensions (an M×K matrix times a K×N matrix), so `matmul.py` searches for "
             f"the fastest. On GPU0 it timed {tried} matmul shapes in {mm.dtype}: every shape briefly"
             + (f" (at least {search.screen_min_iters} timed iterations)" if search.screen_min_iters else "")
@@ -326,7 +328,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
         if s and s.mamf:
             pct = f" ({_pct(round(s.mamf.mean_tflops), spec_tf)} of {_of_what(spec)})" if spec_tf else ""
             mamf_parts.append(f"{_tf(s.mamf.mean_tflops)} TFLOPS{pct} at {_shape(s.mamf)}{where}"
-                              + (f", {_wmhz(s.mamf)}" if _wmhz(s.mamf) else ""))
+                              + (f", {_wmhz(s.mamf)}" if _wmhz(s.mamf) else "")
+                              + (f" ({mamf_statistic(s.mamf)})" if is_waves(s) else ""))
         slow = _slowest(n)
         if slow is not None:
             gpu_i, t = slow
@@ -357,6 +360,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             sentences += _node_summary(n, multi, single_gpu)
             sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
+        sentences += msmf_sentences(n, single_gpu) if with_msmf else []
         sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":

@@ -4,9 +4,12 @@ Modes:
 
 - ``search``: GPU0's shape search for MAMF (Maximum Achievable Matmul FLOPS, the best short burst
   of any matmul shape) and MSMF (Maximum Sustainable Matmul FLOPS, the best shape that holds the
-  board at its power limit); the stages are in ``clustereval.analysis.matmul``, the steadiness rule
-  in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this file as
-  ``matmul_search.py`` and ``matmul_steady.py``, with ``matmul_bench.py`` and ``matmul_nvml.py``).
+  board at its power limit). Without ``--grid`` it is the whole-wave search
+  (``clustereval.analysis.waves``: shapes built for the GPU's SM count, MSMF ranked on a held ladder
+  against a reference shape); with one, the lattice search of ``clustereval.analysis.matmul``. The
+  steadiness rule is in ``clustereval.analysis.steady`` (a run's raw folder holds them beside this
+  file as ``matmul_waves.py``, ``matmul_search.py`` and ``matmul_steady.py``, with
+  ``matmul_bench.py`` and ``matmul_nvml.py``).
 - ``exhaustive``: every shape of a grid with the full burst timing, then the same MSMF stage.
 - ``pinned``: one shape held until its SM clock settles, then timed for a window (a sustained
   measurement, as the search's MSMF is; the all-GPU pass runs it on every other GPU).
@@ -21,6 +24,11 @@ pair of CUDA events; the CPU is kept at most ~50 ms ahead of the GPU so the tele
 up with the work. A sampling thread reads board power, SM clock, temperature and clock-event reasons
 from NVML every 20 ms (and the siblings' utilisation, to see whether their load stopped; see
 ``clustereval.workers.nvml``). TFLOPS = 2·M·N·K / time.
+
+A ladder rung (the whole-wave search's MSMF ranking) is a short hold: about a second back to back,
+no flush, its first third untimed, the rest timed in chunks of a tenth of a second; its figure is
+the median chunk rate. The B operand is stored K×N (``nn``) or N×K and read transposed (``tn``),
+as the search asks; the search says which layout each figure was measured in.
 
 How a shape is held (the sustained regime, MSMF): back-to-back matmuls in chunks of about a quarter
 second, each chunk timed with a pair of CUDA events, no cache flush between them (a sustained
@@ -60,6 +68,7 @@ from clustereval.analysis.matmul import (
     search,
 )
 from clustereval.analysis.steady import SETTLE, SOAK, classify_steadiness
+from clustereval.analysis.waves import GPU_SPACE, STAND_IN, STAND_IN_SMS, WavePlan, max_elems, wave_search
 from clustereval.records import to_dict
 from clustereval.records.compute import ShapeTiming, TraceSpan
 from clustereval.workers.matmul_bench import HOT_SETTLE_S, LEMON, Bench, Spec, specs, steady_rules
@@ -203,6 +212,8 @@ def _accelerator_warmup(bench: Bench, device: str, seconds: float) -> None:
 
 
 def run_search(args: argparse.Namespace) -> int:
+    if args.mode == "search" and not args.grid:
+        return run_waves(args)
     torch, device = _torch_and_device(args)
     grid = parse_grid(args.grid or ("default" if device == "cuda" else "tiny"))
     _, gpu, bench = _setup(args, torch, device, grid.max_elems())
@@ -268,6 +279,75 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_waves(args: argparse.Namespace) -> int:
+    """The whole-wave search (``clustereval.analysis.waves``); a CPU stand-in runs it scaled down."""
+    torch, device = _torch_and_device(args)
+    space = GPU_SPACE if device == "cuda" else STAND_IN
+    _, gpu, bench = _setup(args, torch, device, max_elems(space))
+    sms = gpu.sm_count if device == "cuda" else STAND_IN_SMS
+    table = specs(device, args.hot_s)
+    soak, settle = steady_rules(args, device)
+    plan = WavePlan() if device == "cuda" else WavePlan(rung_s=0.03, rung2_s=0.04)
+    tel = Telemetry(gpu.power_limit_w, gpu.boost_mhz)
+    _accelerator_warmup(bench, device, args.warmup_s)
+    last = [""]
+    stage_start: dict[str, float] = {}
+    burst_at: dict[tuple[tuple[int, int, int], str], float] = {}
+
+    def note(stage: str, t: ShapeTiming) -> ShapeTiming:
+        last[0] = stage
+        emit("shape", gpu=gpu.index, **to_dict(t))
+        return t
+
+    def measure(shape: tuple[int, int, int], stage: str, layout: str) -> ShapeTiming:
+        if stage == BURST and last[0] != BURST and device == "cuda":
+            time.sleep(1.0)  # off the power limit before the bursts that decide MAMF
+        stage_start.setdefault(stage, time.monotonic() - bench.origin)
+        t = bench.measure(shape, table[stage], stage, layout)
+        if stage == BURST:
+            burst_at[(shape, layout)] = bench.points[-1].t_s
+        return note(stage, t)
+
+    def rung(shape: tuple[int, int, int], layout: str, seconds: float) -> ShapeTiming:
+        stage_start.setdefault(HOT, time.monotonic() - bench.origin)
+        if last[0] != HOT and device == "cuda":  # the first rung: bring the board to its power limit
+            bench.measure(shape, replace(table[HOT], min_s=0.0, iters_min=1, iters_max=1), "warmup", layout)
+        return note(HOT, classify_sustained(bench.rung(shape, layout, seconds), tel))
+
+    def hold(shape: tuple[int, int, int], layout: str) -> ShapeTiming:
+        stage_start.setdefault(SUSTAINED, time.monotonic() - bench.origin)
+        t = bench.hold(shape, settle, layout)  # after the ladder the board is hot: a settle, not a soak
+        return note(SUSTAINED, classify_steadiness(classify_sustained(t, tel), settle))
+
+    summary = wave_search(sms, measure, rung, hold, space, plan, tel, clock=time.monotonic, msmf=not args.no_msmf)
+    summary.screen_min_iters = table[SCREEN].iters_min
+    summary.confirm_min_iters, summary.confirm_min_s = table[BURST].iters_min, table[BURST].min_s
+    summary.burst_duty = table[BURST].duty
+    summary.soak_min_s, summary.soak_max_s = settle.min_s, settle.max_s
+    summary.steady_window_s, summary.steady_tol_frac = settle.span_s, settle.tol_frac
+    summary.held_window_s, summary.max_drift_frac = settle.window_s, settle.max_drift_frac
+    held = [t for t in summary.sustained if t.stage == SUSTAINED]
+    summary.hot_stage_s = next((st.seconds for st in summary.stages if st.name == "ladder"), 0.0)
+    summary.soak_stage_s = round(sum(t.soak_s for t in held), 3)
+    summary.window_stage_s = round(sum(t.window_s for t in held), 3)
+    trace = bench.trace(gpu.index)
+    end = time.monotonic() - bench.origin
+    first_hot = stage_start.get(HOT, stage_start.get(SUSTAINED, end))
+    trace.spans = [TraceSpan("search", round(stage_start.get(SCREEN, 0.0), 3), round(first_hot, 3))] + \
+        ([TraceSpan("hot", round(first_hot, 3), round(stage_start.get(SUSTAINED, end), 3))] if HOT in stage_start
+         else []) + trace.spans
+    if summary.mamf is not None:
+        trace.mamf_t_s = burst_at.get((summary.mamf.shape, summary.mamf.layout))
+    if summary.msmf is not None:
+        windows = [sp for sp in trace.spans if sp.name == "window"]
+        at = [i for i, t in enumerate(held) if t is summary.msmf]
+        if at and at[0] < len(windows):
+            trace.msmf_span = windows[at[0]]
+    summary.trace = trace
+    emit("result", mode=args.mode, gpu=gpu.index, dtype=args.dtype, summary=to_dict(summary))
+    return 0
+
+
 def run_pinned(args: argparse.Namespace) -> int:
     """One shape held: a settle (the siblings have been computing all along, so the board is hot)
     or, with ``--soak``, the full soak; then the window."""
@@ -278,7 +358,7 @@ def run_pinned(args: argparse.Namespace) -> int:
     soak, settle = steady_rules(args, device)
     rule = soak if args.soak else settle
     tel = Telemetry(gpu.power_limit_w, gpu.boost_mhz)
-    t = classify_steadiness(classify_sustained(bench.hold(shape, rule), tel), rule)
+    t = classify_steadiness(classify_sustained(bench.hold(shape, rule, args.layout), tel), rule)
     trace = bench.trace(gpu.index)
     trace.msmf_span = next((sp for sp in trace.spans if sp.name == "window"), None)
     emit("result", mode="pinned", gpu=gpu.index, dtype=args.dtype, timing=to_dict(t), trace=to_dict(trace))
@@ -385,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     for mode in ("search", "exhaustive"):
         p = sub.add_parser(mode)
         measured(p)
-        p.add_argument("--grid", default="", help="anchors | default | tiny | M=a:b:step,N=..,K=..")
+        p.add_argument("--grid", default="", help="anchors | default | tiny | M=a:b:step,N=..,K=..; without it "
+                       "search runs the whole-wave search")
         p.add_argument("--coarse-budget", type=int, default=SearchPlan.coarse_budget)
         p.add_argument("--confirm", type=int, default=SearchPlan.num_confirm)
         p.add_argument("--hot", type=int, default=SearchPlan.num_hot,
@@ -399,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     measured(p)
     p.add_argument("--shape", required=True, help="MxNxK")
     p.add_argument("--soak", action="store_true", help="the full soak instead of a settle")
+    p.add_argument("--layout", choices=["nn", "tn"], default="nn",
+                   help="B in memory: nn (K×N) or tn (N×K read transposed), as the search chose it")
     p = sub.add_parser("load")
     common(p)
     p.add_argument("--gpu", type=int, default=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from clustereval.workers.nvml import Sampler
 LEMON = "lemon"
 MAX_AHEAD_S = 0.05  # how far the CPU may run ahead of the GPU
 CHUNK_S = {"cuda": 0.25, "cpu": 0.005}  # one chunk of a held shape: one rate, one trace point
+RUNG_CHUNK_S = {"cuda": 0.1, "cpu": 0.004}  # one chunk of a ladder rung (a rung lasts about a second)
+RUNG_SETTLE_FRAC = 0.35  # the first part of a rung, on a board already at its power limit, is not timed
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,12 @@ class Bench:
         if self.device == "cuda":
             self.torch.cuda.synchronize(self.dev)
 
-    def operands(self, shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
+    def operands(self, shape: tuple[int, int, int], layout: str = "nn") -> tuple[Any, Any, Any]:
+        """A (M×K, rows of K), B (K×N: rows of N for ``nn``; an N×K matrix read transposed for ``tn``)
+        and the output C, views of the buffers allocated once."""
         m, n, k = shape
         a = self.abuf[: m * k].view(m, k)
-        b = self.bbuf[: k * n].view(k, n)
+        b = self.bbuf[: k * n].view(k, n) if layout == "nn" else self.bbuf[: k * n].view(n, k).t()
         c = self.cbuf[: m * n].view(m, n)
         a.normal_()
         b.normal_()
@@ -165,9 +170,9 @@ class Bench:
         ends[count - 1].synchronize()
         return [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(count)], time.perf_counter() - t0
 
-    def measure(self, shape: tuple[int, int, int], spec: Spec, stage: str) -> ShapeTiming:
+    def measure(self, shape: tuple[int, int, int], spec: Spec, stage: str, layout: str = "nn") -> ShapeTiming:
         wall0 = time.perf_counter()
-        a, b, c = self.operands(shape)
+        a, b, c = self.operands(shape, layout)
         _, per_iter = self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
         per_iter = max(per_iter, 1e-7)
         # Warm-up in chunks; each chunk's busy time refines the per-iteration estimate.
@@ -184,7 +189,8 @@ class Bench:
         mean, median, best = summarize_times(shape, seconds)
         timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=stage, mean_tflops=_sig(mean),
                              median_tflops=_sig(median), max_tflops=_sig(best), iterations=count,
-                             kernel_s=round(sum(seconds), 6), wall_s=round(time.perf_counter() - wall0, 4))
+                             kernel_s=round(sum(seconds), 6), wall_s=round(time.perf_counter() - wall0, 4),
+                             layout=layout)
         self._point(t0, t1, timing.mean_tflops, stage)
         if self.sampler is not None:
             for key, value in self.sampler.window(t0, t1).items():
@@ -216,11 +222,56 @@ class Bench:
         end.synchronize()
         return start.elapsed_time(end) / 1e3
 
-    def hold(self, shape: tuple[int, int, int], rule: SteadyRule) -> ShapeTiming:
+    def rung(self, shape: tuple[int, int, int], layout: str, seconds: float) -> ShapeTiming:
+        """One rung of the MSMF ladder: ``shape`` back to back for ``seconds`` on a board already at its
+        power limit, no flush; the first ``RUNG_SETTLE_FRAC`` of it settles, the rest is timed in chunks
+        of about a tenth of a second. The timing carries the timed part's median chunk rate."""
+        wall0 = time.perf_counter()
+        a, b, c = self.operands(shape, layout)
+        _, per_iter = self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
+        work = 2 * shape[0] * shape[1] * shape[2]
+        chunk_s = RUNG_CHUNK_S.get(self.device, RUNG_CHUNK_S["cpu"])
+        count = max(1, round(chunk_s / max(per_iter, 1e-7)))
+        h0 = time.monotonic()
+        w0: float | None = None
+        spent_all: list[float] = []
+        rates: list[float] = []
+        iterations = 0
+        while True:
+            t0 = time.monotonic()
+            spent = max(self._chunk(a, b, c, count), 1e-9)
+            t1 = time.monotonic()
+            rate = count * work / spent / 1e12
+            self._point(t0, t1, rate, HOT)
+            if t0 - h0 >= RUNG_SETTLE_FRAC * seconds:
+                w0 = t0 if w0 is None else w0
+                spent_all.append(spent)
+                rates.append(rate)
+                iterations += count
+            count = max(1, round(chunk_s * count / spent))
+            if t1 - h0 >= seconds and len(rates) >= 2:
+                break
+        t_end = time.monotonic()
+        assert w0 is not None
+        half = len(rates) // 2
+        first, second = statistics.median(rates[:half]), statistics.median(rates[half:])
+        timing = ShapeTiming(m=shape[0], n=shape[1], k=shape[2], stage=HOT, layout=layout,
+                             mean_tflops=_sig(iterations * work / sum(spent_all) / 1e12),
+                             median_tflops=_sig(statistics.median(rates)), max_tflops=_sig(max(rates)),
+                             iterations=iterations, kernel_s=round(sum(spent_all), 6),
+                             wall_s=round(time.perf_counter() - wall0, 4), soak_s=round(w0 - h0, 3),
+                             window_s=round(t_end - w0, 3), first_half_tflops=_sig(first),
+                             second_half_tflops=_sig(second), drift_frac=round((second - first) / first, 5))
+        if self.sampler is not None:
+            for key, value in self.sampler.window(w0, t_end).items():
+                setattr(timing, key, value)
+        return timing
+
+    def hold(self, shape: tuple[int, int, int], rule: SteadyRule, layout: str = "nn") -> ShapeTiming:
         """Hold ``shape`` back to back: soak (or settle) until the clock stops changing, then time a
         window. The timing carries the window's median, its halves, and the board over it."""
         wall0 = time.perf_counter()
-        a, b, c = self.operands(shape)
+        a, b, c = self.operands(shape, layout)
         _, per_iter = self.iterate(a, b, c, 1, 1)  # the first call picks (and loads) the kernel
         work = 2 * shape[0] * shape[1] * shape[2]
         chunk_s = CHUNK_S.get(self.device, CHUNK_S["cpu"])
@@ -259,7 +310,8 @@ class Bench:
                              wall_s=round(time.perf_counter() - wall0, 4), soak_s=round(res.soak_s, 3),
                              settled=res.settled, window_s=round(t_end - w0, 3),
                              first_half_tflops=_sig(res.first_half_tflops),
-                             second_half_tflops=_sig(res.second_half_tflops), drift_frac=round(res.drift_frac, 5))
+                             second_half_tflops=_sig(res.second_half_tflops), drift_frac=round(res.drift_frac, 5),
+                             layout=layout)
         if self.sampler is not None:
             for key, value in self.sampler.window(w0, t_end).items():
                 setattr(timing, key, value)
