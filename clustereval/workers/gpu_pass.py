@@ -172,6 +172,7 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
         _pairs(torch, gpus, devices, sizes)
     vote(2)
     progress("memtest")
+    _release(torch, devices)  # the allocator's cached blocks count as used in mem_get_info
 
     def mem(g: Gpu) -> dict[str, Any]:
         dev = devices[g.index]
