@@ -25,6 +25,7 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,16 +35,28 @@ from clustereval.probes import nvbandwidth  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK_LIMIT_S = 60.0
+WORKER_LIMIT_S = 150.0  # one worker run; past it the benchmark kills it and reports what came
 PLANTED_PATTERN, PLANTED_CHUNK, PLANTED_WORD, PLANTED_BIT = "0x55", 1, 12345, 17
 
 
 def worker(args: list[str], out: Path) -> tuple[list[dict], float]:
+    """The worker's lines as they come (each step printed, so a slow step shows where it is), its wall
+    time; killed past WORKER_LIMIT_S."""
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "clustereval.workers.gpu_pass", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    lines: list[str] = []
+    with subprocess.Popen([sys.executable, "-m", "clustereval.workers.gpu_pass", *args], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        timer = threading.Timer(WORKER_LIMIT_S, proc.kill)
+        timer.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if '"step"' in line or '"done"' in line or '"error"' in line or not line.startswith("{"):
+                print(f"  {time.monotonic() - t0:6.1f} s {line.rstrip()[:160]}", flush=True)
+        timer.cancel()
     wall = time.monotonic() - t0
-    out.write_text(proc.stdout + (f"\n# stderr\n{proc.stderr}" if proc.stderr.strip() else ""))
-    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    out.write_text("".join(lines))
+    events = [json.loads(line) for line in lines if line.startswith("{")]
     return events, wall
 
 
