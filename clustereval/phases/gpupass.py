@@ -55,7 +55,9 @@ class GpuPassPhase:
                            busy_recheck_s=s.busy_recheck_s)
 
     def run(self, ctx: RunContext) -> GpuPassRecord:
-        rec = GpuPassRecord(quick=self.settings.quick)
+        targets = ctx.config.targets
+        rec = GpuPassRecord(quick=self.settings.quick, target_hbm_copy_gb_s=targets.hbm_copy_gb_s,
+                            target_pcie_gb_s=targets.pcie_gb_s, target_nvlink_uni_gb_s=targets.nvlink_uni_gb_s)
         invs, lost = inventories(ctx, self._gpu_settings(), self.name, "the GPU memory and links pass")
         live = [i for i in invs if i.gpus]
         if not live:

@@ -133,4 +133,8 @@ class NodePass:
 class GpuPassRecord(PhaseRecord):
     quick: bool = False
     tool_rel: str = ""  # the worker's source in the raw folder
+    # the operator's targets ([targets] in cluster.toml) when the pass ran; None: judged by the spec
+    target_hbm_copy_gb_s: float | None = None
+    target_pcie_gb_s: float | None = None
+    target_nvlink_uni_gb_s: float | None = None
     nodes: list[NodePass] = field(default_factory=list)
