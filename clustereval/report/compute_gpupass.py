@@ -72,6 +72,8 @@ def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Find
     else:
         doc.para(f"**Pass**: {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} met every check of this pass.")
     doc.para(_targets_text(v, rec))
+    headers = ["GPU", "HBM copy (GB/s)", "HBM read (GB/s)", "HBM write (GB/s)", "H2D (GB/s)", "D2H (GB/s)",
+               "both ways H2D / D2H (GB/s)", "all GPUs at once H2D / D2H (GB/s)", "PCIe link", "memory test", "vote"]
     rows = []
     for n, g in gpus:
         label = gpu_label(n.hostname or n.node, n.index, g.gpu)
@@ -79,13 +81,15 @@ def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Find
         rows.append([f"`{label}`", _gb(g.copy_gb_s), _gb(g.read_gb_s), _gb(g.write_gb_s),
                      _gb(solo.h2d_gb_s) if solo else "", _gb(solo.d2h_gb_s) if solo else "",
                      f"{_gb(solo.bidir_h2d_gb_s)} / {_gb(solo.bidir_d2h_gb_s)}" if solo else "",
-                     f"{_gb(alone.h2d_gb_s)} / {_gb(alone.d2h_gb_s)}" if alone else "",
+                     (f"{_gb(alone.h2d_gb_s)} / {_gb(alone.d2h_gb_s)}" if alone else
+                      "one GPU" if len(n.gpus) == 1 else ""),
                      _link(g), _memtest(g), _vote_cell(v, label)])
-    doc.table(["GPU", "HBM copy (GB/s)", "HBM read (GB/s)", "HBM write (GB/s)", "H2D (GB/s)", "D2H (GB/s)",
-               "both ways H2D / D2H (GB/s)", "all GPUs at once H2D / D2H (GB/s)", "PCIe link", "memory test", "vote"],
-              rows, "l" + "r" * 8 + "ll")
-    doc.para("H2D is host to device, D2H device to host; GB/s is 10⁹ bytes a second. The PCIe link column is the "
-             "generation × width NVML reported while the copies ran, against the most the GPU and its slot allow.")
+    keep = [i for i in range(len(headers)) if any(r[i] for r in rows)]  # a measure no GPU has is not a column
+    doc.table([headers[i] for i in keep], [[r[i] or "failed" for i in keep] for r in rows],
+              "".join("l" if headers[i] in ("GPU", "memory test", "vote", "PCIe link") else "r" for i in keep))
+    doc.para("H2D is host to device, D2H device to host; GB/s is 10⁹ bytes a second."
+             + (" The PCIe link column is the generation × width NVML reported while the copies ran, against the most "
+                "the GPU and its slot allow." if any(r[8] for r in rows) else ""))
     for n in rec.nodes:
         if n.p2p:
             _p2p(doc, n)
@@ -145,16 +149,20 @@ def _vote_cell(v: Verdict, label: str) -> str:
 def _p2p(doc: Document, n: NodePass) -> None:
     idx = sorted({c.src for c in n.p2p} | {c.dst for c in n.p2p})
     cells = {(c.src, c.dst): c for c in n.p2p}
+    own = {g.gpu: g.copy_gb_s for g in n.gpus}
     rows = []
     for s in idx:
         row = [f"gpu{s}"]
         for d in idx:
             c = cells.get((s, d))
-            row.append("" if c is None else ("no peer access" if not c.peer else
-                                             f"{_gb(c.write_gb_s)} / {_gb(c.bidir_gb_s)}"))
+            if s == d:
+                row.append(f"{_gb(own.get(s))} (own)" if own.get(s) is not None else "failed")
+            else:
+                row.append("failed" if c is None else ("no peer access" if not c.peer else
+                                                       f"{_gb(c.write_gb_s)} / {_gb(c.bidir_gb_s)}"))
         rows.append(row)
     doc.para(f"GPU pairs of {n.hostname or n.node}(node{n.index}): the row's GPU copying into the column's, "
-             "GB/s alone / both directions at once (summed).")
+             "GB/s alone / both directions at once (summed); the diagonal is the GPU's own HBM copy.")
     doc.table(["from \\ to", *[f"gpu{d}" for d in idx]], rows, "l" + "r" * len(idx))
 
 
@@ -183,11 +191,12 @@ def _vote_text(doc: Document, v: Verdict) -> None:
     parts = []
     for grp in v.groups:
         who = f"{len(grp.members)} {grp.name} GPU{'s' if len(grp.members) != 1 else ''}"
-        parts.append(f"{who} ({grp.sm_count} SMs (streaming multiprocessors), torch {grp.torch}"
-                     + (f", CUDA {grp.cuda}" if grp.cuda else "") + f") voted on {grp.num_cases} matmuls")
+        facts = ([f"{grp.sm_count} SMs (streaming multiprocessors)"] if grp.sm_count else []) + [f"torch {grp.torch}"] \
+            + ([f"CUDA {grp.cuda}"] if grp.cuda else [])
+        parts.append(f"{who} ({', '.join(facts)}) voted on {grp.num_cases} matmuls")
     dissent = v.of("vote")
-    doc.para("Correctness vote: " + "; ".join(parts) + ". GPUs of one type, SM count and toolkit must return "
-             "bit-identical products; " + (f"{len(dissent)} GPU{'s' if len(dissent) != 1 else ''} dissented "
+    doc.para("Correctness vote: " + "; ".join(parts) + ". GPUs of one type, SM (streaming multiprocessor) count "
+             "and toolkit must return bit-identical products; " + (f"{len(dissent)} GPU{'s' if len(dissent) != 1 else ''} dissented "
                                            "(named under Findings)." if dissent else "every GPU agreed with its group.")
              + " Each GPU's three rounds must agree with each other, and the products small enough to check "
              "are within 1e-2 (bf16) or 1e-5 (fp32) relative error of the CPU fp64 product.")
@@ -224,7 +233,7 @@ def _words(p: Problem) -> str:
                 f"(its node's median {f['node_median']:.1f} GB/s)")
     if p.kind == "memory":
         return (f"memory pattern test: {f['num_words']} words of 8 bytes read back wrong under the {f['pattern']} "
-                f"pattern, the first at byte offset {f['offset_bytes']} of {iec(f['bytes_tested'])} tested")
+                f"pattern, the first at offset `{f['offset_bytes']:#x}` of the {iec(f['bytes_tested'])} tested")
     if p.kind == "ecc":
         grew = "; ".join(f"{k.replace('_', ' ')} {a} → {b}" for k, (a, b) in f["grew"].items())
         flags = ", ".join(k.replace("_", " ") for k in f["flags"])
@@ -234,7 +243,7 @@ def _words(p: Problem) -> str:
                 + ", ".join(f["cases"]) + " (the correctness vote)")
     if p.kind == "repeat":
         return (f"its own {f['num_rounds']} rounds of the {f['dtype']} {'×'.join(map(str, f['shape']))} matmul gave "
-                f"{f['num_distinct']} different results")
+                f"{f['num_distinct']} distinct values")
     if p.kind == "reference":
         return (f"the {f['dtype']} {'×'.join(map(str, f['shape']))} matmul is {f['rel_err']:.2e} off the CPU fp64 "
                 f"product, past its {f['tolerance']:.0e} tolerance")
@@ -244,7 +253,8 @@ def _words(p: Problem) -> str:
 
 
 def span(xs: list[float]) -> str:
-    return f"{min(xs):.1f}–{max(xs):.1f} GB/s" if len(xs) > 1 else f"{xs[0]:.1f} GB/s"
+    low, high = f"{min(xs):.1f}", f"{max(xs):.1f}"
+    return f"{low}–{high} GB/s" if low != high else f"{low} GB/s"
 
 
 def _findings(v: Verdict, rec: GpuPassRecord) -> list[Finding]:
