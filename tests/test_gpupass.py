@@ -298,3 +298,30 @@ def test_every_gpupass_gap_is_worded_and_lints(tmp_path):
         assert say(g).text and say(g).plan
     assert "### Gaps" in md and "`RuntimeError: out of memory`" in md
     lint(md, tmp_path)
+
+
+# -- summary.json and diff carry the pass's figures -------------------------------------------------
+
+
+def test_summary_figures_and_a_diff_that_names_a_slower_pcie_and_a_corrupt_gpu():
+    from clustereval.analysis.diff import diff_summaries
+    from clustereval.analysis.summary import build_summary
+    from clustereval.report.diff import render_diff
+    from clustereval.report.lint import lint_text
+    from clustereval.store import RunState
+
+    old = build_summary(RunState(name="a", stamp="2026-11-30-1938Z"), {"gpupass": _rec([[_h200(0), _h200(1)]])}, [], [])
+    ids = {f["id"]: f for f in old["figures"]}
+    assert set(ids) == {f"{k}/node0/gpu{g}" for k in ("hbm-copy", "pcie-h2d", "pcie-d2h") for g in (0, 1)} | {
+        "p2p-write/node0/gpu0-gpu1", "p2p-write/node0/gpu1-gpu0"}
+    assert ids["pcie-h2d/node0/gpu1"]["value"] == 55.5 and ids["pcie-h2d/node0/gpu1"]["unit"] == "GB/s"
+    bad = MemMismatch("zeros", 1, 0, 0, 1)
+    new = build_summary(RunState(name="a", stamp="2026-12-01-0900Z"),
+                        {"gpupass": _rec([[_h200(0, mismatches=[bad]), _h200(1, h2d=40.0)]])}, [], [])
+    rec = diff_summaries(old, new)
+    beyond = {c.id: c for c in rec.beyond}
+    # gpu1's H2D fell 28%; gpu0's figures held but its memory test now fails: every one of them changed
+    assert set(beyond) == {"pcie-h2d/node0/gpu1", "hbm-copy/node0/gpu0", "pcie-h2d/node0/gpu0", "pcie-d2h/node0/gpu0"}
+    assert beyond["pcie-h2d/node0/gpu1"].change_frac < -0.25
+    assert beyond["hbm-copy/node0/gpu0"].new_state == "memory errors"
+    assert lint_text(render_diff(rec, "raw-a-2026-12-01-0900Z")) == []
