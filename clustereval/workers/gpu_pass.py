@@ -60,7 +60,7 @@ class Sizes:
         self.cases = bench.GPU_CASES if cuda else bench.CPU_CASES
 
 
-def _each(gpus: list[Gpu], step: str, work: Callable[[Gpu], Any], together: bool) -> dict[int, Any]:
+def _each(torch: Any, gpus: list[Gpu], step: str, work: Callable[[Gpu], Any], together: bool) -> dict[int, Any]:
     """``work`` for every GPU (in threads when ``together``): GPU -> result; a GPU that raised has an
     ``error`` line and no result."""
     results: dict[int, Any] = {}
@@ -70,7 +70,8 @@ def _each(gpus: list[Gpu], step: str, work: Callable[[Gpu], Any], together: bool
         try:
             if start is not None:
                 start.wait(timeout=600)
-            results[g.index] = work(g)
+            with bench.on(torch, _device(torch, g)):
+                results[g.index] = work(g)
         except Exception as exc:  # noqa: BLE001 - one GPU's failure is that GPU's, the others go on
             emit("error", gpu=g.index, step=step, error=f"{type(exc).__name__}: {exc}"[:400])
 
@@ -141,11 +142,11 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
                 ref_errors[g.index] = [bench.reference_error(torch, case, pair, res)
                                        for case, pair, res in zip(sizes.cases, inputs, results, strict=True)]
 
-        _each(gpus, f"vote-{round_no}", one, together=False)
+        _each(torch, gpus, f"vote-{round_no}", one, together=False)
 
     vote(1)
     progress("hbm")
-    for gpu, got in _each(gpus, "hbm", lambda g: bench.hbm(torch, devices[g.index], sizes.hbm_bytes, sizes.iters),
+    for gpu, got in _each(torch, gpus, "hbm", lambda g: bench.hbm(torch, devices[g.index], sizes.hbm_bytes, sizes.iters),
                           together=True).items():
         emit("hbm", gpu=gpu, bytes=sizes.hbm_bytes, iters=sizes.iters, **got)
     progress("pcie-solo")
@@ -160,11 +161,11 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
             seen = watch.stop() if watch else {}
         return {**got, **seen}
 
-    for gpu, got in _each(gpus, "pcie-solo", solo, together=False).items():
+    for gpu, got in _each(torch, gpus, "pcie-solo", solo, together=False).items():
         emit("pcie", gpu=gpu, mode="solo", bytes=sizes.pcie_bytes, iters=sizes.iters, **got)
     progress("pcie-all")
     if len(gpus) > 1:
-        for gpu, got in _each(gpus, "pcie-all", lambda g: bench.pcie(torch, devices[g.index], sizes.pcie_bytes,
+        for gpu, got in _each(torch, gpus, "pcie-all", lambda g: bench.pcie(torch, devices[g.index], sizes.pcie_bytes,
                                                                         sizes.iters), together=True).items():
             emit("pcie", gpu=gpu, mode="all", bytes=sizes.pcie_bytes, iters=sizes.iters, **got)
     progress("p2p")
@@ -183,7 +184,7 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
             budget = sizes.mem_bytes_cpu
         return bench.memtest(torch, dev, budget, sizes.chunk_bytes, between=between)
 
-    for gpu, got in _each(gpus, "memtest", mem, together=True).items():
+    for gpu, got in _each(torch, gpus, "memtest", mem, together=True).items():
         emit("memtest", gpu=gpu, **got)
     _release(torch, devices)
     vote(3)
@@ -207,7 +208,8 @@ def _pairs(torch: Any, gpus: list[Gpu], devices: dict[int, Any], sizes: Sizes) -
             emit("p2p", src=a.index, dst=b.index, peer=False)
             continue
         try:
-            got = bench.p2p(torch, da, db, sizes.p2p_bytes, sizes.iters)
+            with bench.on(torch, da):
+                got = bench.p2p(torch, da, db, sizes.p2p_bytes, sizes.iters)
         except Exception as exc:  # noqa: BLE001 - one pair's failure is that pair's
             emit("error", gpu=a.index, peer_gpu=b.index, step="p2p", error=f"{type(exc).__name__}: {exc}"[:400])
             continue

@@ -19,6 +19,7 @@ tested anywhere. Stdlib + torch only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import threading
@@ -53,6 +54,12 @@ REFERENCE_MAX_MNK = 2 * 2**30  # the CPU fp64 reference runs for cases up to thi
 # The stated tolerance: a result's relative Frobenius error against the fp64 product of the same
 # rounded inputs. bf16 output rounding alone is ~1e-3; fp32 accumulation (no TF32) ~1e-7·√K.
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-5}
+
+
+def on(torch: Any, device: Any) -> Any:
+    """The device's context: CUDA events and streams then belong to ``device``, not to whichever GPU
+    the calling thread has current (every thread starts on GPU 0)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 class Timer:
