@@ -325,3 +325,35 @@ def test_summary_figures_and_a_diff_that_names_a_slower_pcie_and_a_corrupt_gpu()
     assert beyond["pcie-h2d/node0/gpu1"].change_frac < -0.25
     assert beyond["hbm-copy/node0/gpu0"].new_state == "memory errors"
     assert lint_text(render_diff(rec, "raw-a-2026-12-01-0900Z")) == []
+
+
+# -- the 4-node namespace bed: the pass over SSH, one node's Python computing a wrong answer ---------
+
+
+def test_the_vote_across_four_nodes_over_ssh_names_the_node_that_computed_a_wrong_answer(netns_cluster, tmp_path):
+    from clustereval.config import Config
+    from clustereval.phases.base import RunContext
+    from clustereval.store import RunState, RunStore
+
+    cluster = netns_cluster(4)
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "sitecustomize.py").write_text(WRONG_MM)
+    odd = cluster.nodes[2].name
+    python = tmp_path / "python"  # node2's interpreter: the same Python, with torch.mm made wrong there
+    python.write_text(f'#!/bin/sh\nif [ "$(hostname)" = "{odd}" ]; then PYTHONPATH="{wrong}:$PYTHONPATH"; '
+                      f'export PYTHONPATH; fi\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", access="ssh", nodes=tuple(n.name for n in cluster.nodes), ssh=cluster.ssh_settings(),
+                    local_scratch=str(cluster.scratch_dir), eval_python=str(python))
+    ctx = RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store,
+                     eval_python=str(python))
+    rec = GpuPassPhase(GpuPassSettings(device="cpu", cpu_gpus=1)).run(ctx)
+    assert not rec.gaps and [n.hostname for n in rec.nodes] == [n.name for n in cluster.nodes]
+    v = judge(rec)
+    assert [(p.label, p.kind) for p in v.problems] == [(f"{odd}(node2):gpu0", "vote")]
+    md = render({"gpupass": rec}).markdown
+    assert f"`{odd}(node2):gpu0` — computed other bits than the majority of its 4 GPUs" in md
+    lint(md, tmp_path)
