@@ -357,3 +357,16 @@ def test_the_vote_across_four_nodes_over_ssh_names_the_node_that_computed_a_wron
     md = render({"gpupass": rec}).markdown
     assert f"`{odd}(node2):gpu0` — computed other bits than the majority of its 4 GPUs" in md
     lint(md, tmp_path)
+
+
+def test_junit_fails_the_gpus_case_with_the_named_gpu():
+    from clustereval.analysis.summary import build_summary
+    from clustereval.report.junit import junit_xml
+    from clustereval.store import RunState
+
+    recs = {"gpupass": _rec([[_h200(0), _h200(1, h2d=24.1, d2h=23.9, gen=4, width=8)]])}
+    rendered = render(recs)
+    xml = junit_xml(build_summary(RunState(name="a", stamp="2026-12-01-0900Z"), recs, rendered.findings,
+                                  rendered.gaps))
+    assert '<testcase classname="clustereval.verdicts" name="GPUs"' in xml
+    assert "<failure" in xml and "gpu-0(node0):gpu1" in xml and "PCIe link at Gen4 x8 under load" in xml
