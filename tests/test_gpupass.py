@@ -370,3 +370,28 @@ def test_junit_fails_the_gpus_case_with_the_named_gpu():
                                   rendered.gaps))
     assert '<testcase classname="clustereval.verdicts" name="GPUs"' in xml
     assert "<failure" in xml and "gpu-0(node0):gpu1" in xml and "PCIe link at Gen4 x8 under load" in xml
+
+
+def test_without_nvml_the_counters_come_from_nvidia_smi_q():
+    """The captured `nvidia-smi -q` of a 2x H200: the link and the memory-health counters, before and
+    after; a second reading with a new uncorrectable error and a pending remap is named."""
+    from clustereval.phases.gpupass import from_smi
+    from clustereval.probes import nvsmi_q
+
+    text = (FIXTURES / "h200x2" / "nvidia-smi-q.txt").read_text()
+    worse = text.replace("            DRAM Uncorrectable                         : 0", "            DRAM Uncorrectable                         : 1", 1)
+    worse = worse.replace("        Pending                                        : No", "        Pending                                        : Yes", 1)
+    assert worse != text
+    node = NodePass(node="n", hostname="h200", gpus=[PassGpu(gpu=0, name="NVIDIA H200"), PassGpu(gpu=1, name="NVIDIA H200")])
+    from_smi(node, nvsmi_q.parse(text), nvsmi_q.parse(worse))
+    g0, g1 = node.gpus
+    assert (g0.link.gen_max, g0.link.gen_current, g0.link.width_max, g0.link.gen_gpu_max) == (5, 5, 16, 5)
+    assert g0.health_before.ecc_enabled is True and g0.health_before.ecc_uncorrected_volatile == 0
+    assert g0.health_before.remapped_uncorrected == 0 and g0.health_before.remap_failed is False
+    assert g0.health_before.retired_sbe is None  # N/A on an H200: retired pages are Hopper's remapped rows
+    assert g0.health_after.ecc_uncorrected_volatile == 1 and g0.health_after.remap_pending is True
+    assert g1.health_after == g1.health_before
+    v = judge(GpuPassRecord(nodes=[node]))
+    (p,) = v.of("ecc")
+    assert p.label == "h200(node0):gpu0" and p.facts == {"grew": {"ecc_uncorrected_volatile": (0, 1)},
+                                                         "flags": ["remap_pending"]}

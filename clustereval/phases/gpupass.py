@@ -19,7 +19,8 @@ from clustereval.phases.remote import require_torch, worker_argv, worker_env
 from clustereval.phases.settings import GpuPassSettings, GpuSettings
 from clustereval.phases.tools import publish_tools
 from clustereval.phases.workerproc import WorkerProc
-from clustereval.probes import nvbandwidth
+from clustereval.probes import nvbandwidth, nvsmi_q
+from clustereval.probes._text import integer
 from clustereval.probes.xid import parse_xid_lines
 from clustereval.records import Gap, from_dict
 from clustereval.records.gpupass import (
@@ -95,14 +96,24 @@ class GpuPassPhase:
             return out, [Gap(self.name, node=node.name, kind="gpupass.busy", facts={"processes": found})]
         gaps: list[Gap] = []
         before = self._kernel_log(ctx, inv, out)
+        smi_before = self._smi(ctx, inv)
         gaps += self._worker(ctx, inv, out)
         after = self._kernel_log(ctx, inv, out)
+        if not out.telemetry and smi_before is not None:
+            # no NVML in the eval Python: the same counters from `nvidia-smi -q` around the worker
+            from_smi(out, smi_before, self._smi(ctx, inv))
         if before is not None and after is not None:
             seen = set(before)
             out.new_xids = [line for line in after if line not in seen]
         if not self.settings.cpu and not ctx.stop.is_set():
             gaps += self._nvbandwidth(ctx, inv, out)
         return out, gaps
+
+    def _smi(self, ctx: RunContext, inv: NodeGpus) -> nvsmi_q.QReport | None:
+        if self.settings.cpu:
+            return None
+        res = ctx.repeatable.run(inv.node, nvsmi_q.build_argv(), timeout_s=self.settings.command_timeout_s)
+        return nvsmi_q.parse(res.stdout) if res.ok else None
 
     def _kernel_log(self, ctx: RunContext, inv: NodeGpus, out: NodePass) -> list[str] | None:
         res = ctx.repeatable.run(inv.node, KERNEL_LOG_ARGV, timeout_s=self.settings.command_timeout_s)
@@ -236,6 +247,41 @@ class GpuPassPhase:
         out.nvbandwidth = run.version or "unknown version"
         out.nvb_figures = figures_of(run)
         return []
+
+
+def smi_health(q: nvsmi_q.QGpu) -> MemoryHealth:
+    """NVML's memory-health counters as `nvidia-smi -q` prints them (N/A: not offered, None)."""
+    rows, pages = q.remapped_rows(), q.retired_pages()
+
+    def flag(text: str) -> bool | None:
+        return {"yes": True, "no": False}.get(text.strip().lower())
+
+    mode = q.ecc_mode().strip().lower()
+    return MemoryHealth(
+        ecc_enabled={"enabled": True, "disabled": False}.get(mode),
+        ecc_uncorrected_volatile=q.ecc_uncorrectable("Volatile") if q.fields.get("ECC Errors") else None,
+        ecc_uncorrected_aggregate=q.ecc_uncorrectable("Aggregate") if q.fields.get("ECC Errors") else None,
+        retired_sbe=integer(pages.get("Single Bit ECC", "")), retired_dbe=integer(pages.get("Double Bit ECC", "")),
+        retired_pending=flag(pages.get("Pending Page Blacklist", pages.get("Pending Page Retirement", ""))),
+        remapped_corrected=integer(rows.get("Correctable Error", "")),
+        remapped_uncorrected=integer(rows.get("Uncorrectable Error", "")),
+        remap_pending=flag(rows.get("Pending", "")), remap_failed=flag(rows.get("Remapping Failure Occurred", "")))
+
+
+def from_smi(out: NodePass, before: nvsmi_q.QReport, after: nvsmi_q.QReport | None) -> None:
+    """The link and the memory-health counters of each GPU (nvidia-smi's order is its index order)."""
+    for i, q in enumerate(before.gpus):
+        g = next((x for x in out.gpus if x.gpu == i), None)
+        if g is None:
+            continue
+        link = q.pcie()
+        device_max = link["gen_device_max"] or None
+        g.link.gen_current, g.link.gen_max = link["gen_current"] or None, link["gen_max"] or None
+        g.link.gen_gpu_max = device_max
+        g.link.width_current, g.link.width_max = link["width_current"] or None, link["width_max"] or None
+        g.health_before = smi_health(q)
+        if after is not None and i < len(after.gpus):
+            g.health_after = smi_health(after.gpus[i])
 
 
 def figures_of(run: nvbandwidth.NvbRun) -> list[NvbFigure]:
