@@ -158,6 +158,9 @@ def _outliers(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:
             if x is None or len(fleet) < 3:  # two GPUs cannot say which of them is the outlier
                 continue
             med = statistics.median(fleet)
+            if any(p.label == label and (key in p.facts or (key == "copy_gb_s" and p.kind == "hbm-slow"))
+                   for p in v.problems if p.kind in ("pcie-slow", "hbm-slow")):
+                continue  # below its target already: the same figure is not named twice
             if med and x < (1 - OUTLIER_BELOW) * med:
                 node_vals = [y for h in n.gpus if (y := get(h)) is not None]
                 v.problems.append(Problem(label, "outlier", {"measure": key, "value": x, "fleet_median": round(med, 2),

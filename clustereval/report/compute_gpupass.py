@@ -182,7 +182,7 @@ def _nvbandwidth(doc: Document, rec: GpuPassRecord) -> None:
         versions = sorted({n.nvbandwidth for n in rec.nodes if n.nvbandwidth and not n.nvbandwidth.startswith("error")})
         doc.para(f"Beside `nvbandwidth` {', '.join(versions)} (its copy-engine testcases, the same directions):")
         doc.table(["GPU", "measure", "nvbandwidth testcase", "ours (GB/s)", "nvbandwidth (GB/s)", "ours / nvbandwidth"],
-                  rows, "llrrrr")
+                  rows, "lllrrr")
 
 
 def _vote_text(doc: Document, v: Verdict) -> None:
