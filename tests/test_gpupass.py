@@ -4,6 +4,7 @@ for healthy, slow-PCIe, corrupt-memory and wrong-answer GPUs through lint."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -407,3 +408,25 @@ def test_a_gpu_below_the_fleet_but_above_its_target_is_an_outlier_with_its_node_
     assert ("HBM copy 1990.0 GB/s, 7.4% below the fleet median of 2150.0 GB/s (its node's median 2070.0 GB/s)"
             in md)
     lint(md, tmp_path)
+
+
+def test_operator_targets_from_cluster_toml_reach_the_record_and_the_spec_table_has_pcie(tmp_path):
+    from clustereval.analysis.specs import lookup_gpu
+    from clustereval.configload import load_config
+    from clustereval.errors import ClusterEvalError
+
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text('name = "t"\naccess = "local"\n[targets]\nhbm_copy_gb_s = 2000\npcie_gb_s = 50.5\n')
+    targets = load_config(cfg).targets
+    assert (targets.hbm_copy_gb_s, targets.pcie_gb_s) == (2000.0, 50.5)
+    cfg.write_text('name = "t"\naccess = "local"\n[targets]\npcie_gb_s = -3\n')
+    with pytest.raises(ClusterEvalError) as info:
+        load_config(cfg)
+    assert any("pcie_gb_s" in str(p) for p in info.value.problems)
+    ctx = make_ctx(tmp_path)
+    ctx.config = dataclasses.replace(ctx.config, targets=targets)
+    rec = GpuPassPhase(GpuPassSettings(device="cpu")).run(ctx)
+    assert (rec.target_hbm_copy_gb_s, rec.target_pcie_gb_s) == (2000.0, 50.5)
+    spec = lookup_gpu("NVIDIA H200")
+    assert spec is not None and (spec.pcie_gen, spec.pcie_lanes) == (5, 16) and pcie_gb_s(5, 16) == 63.0
+    assert lookup_gpu("NVIDIA A100-SXM4-80GB").pcie_gen == 4
