@@ -240,7 +240,7 @@ def _words(p: Problem) -> str:
         return "NVML memory health: " + "; ".join(x for x in (grew, flags) if x) + " during the pass"
     if p.kind == "vote":
         return (f"computed other bits than the majority of its {f['group_size']} GPUs for "
-                + ", ".join(f["cases"]) + " (the correctness vote)")
+                + ", ".join(f["cases"]) + " in the correctness vote")
     if p.kind == "repeat":
         return (f"its own {f['num_rounds']} rounds of the {f['dtype']} {'×'.join(map(str, f['shape']))} matmul gave "
                 f"{f['num_distinct']} distinct values")
