@@ -15,7 +15,7 @@ It prints and writes ``table.md`` (ours beside nvbandwidth, the ratio, the targe
 ``device_local_copy``, H2D / D2H >= 0.97x the copy-engine figures, each bidirectional direction within
 3%, the quick pass <= 60 s, the planted corruption found) and keeps every raw output under --out.
 
-    bash build.sh /tmp/nvb && python3 benchmarks/gpu_pass.py --nvbandwidth /tmp/nvb/nvbandwidth --out "$OUT"
+    python3 benchmarks/gpu_pass.py --nvbandwidth /tmp/nvb/nvbandwidth --out "$OUT"   # nvbandwidth built with nvcc
     python3 benchmarks/gpu_pass.py --smoke --out /tmp/gp-smoke     # CPU stand-ins, no nvbandwidth
 """
 
