@@ -102,6 +102,8 @@ class Targets:
     gpu_bf16_tflops: float | None = None  # dense BF16 per GPU: judges the GPUs instead of the spec database
     nvlink_uni_gb_s: float | None = None  # advertised intra-node unidirectional bandwidth
     internode_busbw_gb_s: float | None = None
+    hbm_copy_gb_s: float | None = None  # device-local copy per GPU, bytes counted once (default: from the spec)
+    pcie_gb_s: float | None = None  # pinned host-to-device and device-to-host, each, per GPU (default: from the link)
     storage: tuple[StorageTarget, ...] = ()
 
 

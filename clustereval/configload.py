@@ -50,7 +50,7 @@ TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scrat
             "scratch_user", "scratch_root", "eval_python", "fallback_python", "torch_index", "install_packages",
             "rdzv_port", "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
-TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "storage")
+TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "hbm_copy_gb_s", "pcie_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
 
 # What may reach a remote shell. Quoting would make anything safe, but a node name or path with
@@ -469,7 +469,7 @@ class _Loader:
         prefix = ("targets",)
         self.unknown(table, TARGET_KEYS, prefix)
         kw: dict[str, Any] = {}
-        for key in ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s"):
+        for key in ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "hbm_copy_gb_s", "pcie_gb_s"):
             value = self.positive(table, key, prefix, integer=False)
             if value is not None:
                 kw[key] = float(value)

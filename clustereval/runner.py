@@ -35,6 +35,7 @@ PHASES: dict[str, str] = {
     "environment": "clustereval.phases.environment:EnvironmentPhase",
     "connectivity": "clustereval.phases.network:ConnectivityPhase",
     "health": "clustereval.phases.health:HealthPhase",
+    "gpupass": "clustereval.phases.gpupass:GpuPassPhase",
     "matmul": "clustereval.phases.matmul:MatmulPhase",
     "lemon": "clustereval.phases.lemon:LemonPhase",
     "allreduce": "clustereval.phases.network:AllreducePhase",
@@ -143,7 +144,7 @@ def outcome_of(name: str, record: Any, ctx: RunContext) -> PhaseOutcome:
 
 # phases whose record holds one entry per node (``.nodes[i].node``): on --resume after a partial
 # outcome only the failed nodes run again, and their entries replace the old ones
-PER_NODE = ("packages", "environment", "health", "matmul", "lemon")
+PER_NODE = ("packages", "environment", "health", "gpupass", "matmul", "lemon")
 
 
 def resume_subset(name: str, state: RunState, ctx: RunContext) -> list[Node] | None:

@@ -99,3 +99,42 @@ def lemon(per_node_passes, hosts=("gpu-a",), dead=None):
                                num_passes=len(passes), medians=verdict.medians, flagged=verdict.flagged,
                                underperforming=verdict.underperforming, dead=[g for (n, g) in dead if n == i]))
     return LemonRecord(nodes=nodes)
+
+
+def gpupass(hosts=("gpu-a",), num_gpus=2, *, slow_pcie=(), corrupt=(), wrong=()):
+    """A GPU memory and links record of H200s: every GPU healthy but the (node, gpu) pairs listed —
+    ``slow_pcie`` on a Gen4 x8 link, ``corrupt`` with 3 bad words, ``wrong`` dissenting in the vote."""
+    from clustereval.records.gpupass import (
+        GpuPassRecord,
+        MemMismatch,
+        MemoryHealth,
+        NodePass,
+        P2pCell,
+        PassGpu,
+        PcieLink,
+        PcieRates,
+        VoteCase,
+    )
+
+    nodes = []
+    for i, h in enumerate(hosts):
+        gpus = []
+        for g in range(num_gpus):
+            slow = (i, g) in slow_pcie
+            health = MemoryHealth(ecc_enabled=True, ecc_uncorrected_volatile=0, remapped_uncorrected=0,
+                                  remap_failed=False, remap_pending=False)
+            gpus.append(PassGpu(
+                gpu=g, name="NVIDIA H200", sm_count=132, memory_gib=139.8,
+                link=PcieLink(gen_current=1, gen_max=5, width_current=8 if slow else 16, width_max=16,
+                              gen_under_load=4 if slow else 5, width_under_load=8 if slow else 16),
+                health_before=health, health_after=health, copy_gb_s=2150.0 - g, read_gb_s=2300.0, write_gb_s=2500.0,
+                pcie_solo=PcieRates(24.1 if slow else 55.5, 23.9 if slow else 55.4, 51.0, 50.5),
+                pcie_all=PcieRates(53.0, 53.1, 45.0, 44.0) if num_gpus > 1 else None,
+                mem_bytes_tested=120 * 2**30, mem_patterns=["zeros", "ones", "0xAA", "0x55", "address"],
+                mem_mismatches=[MemMismatch("0x55", 3, 4096, 1, 3)] if (i, g) in corrupt else [],
+                vote=[VoteCase("bfloat16", [4096, 4096, 4096], ["ff" if (i, g) in wrong else "a1"] * 3, 0.0011, 1e-2),
+                      VoteCase("float32", [1024, 1024, 1024], ["b2"] * 3, 2e-7, 1e-5)]))
+        p2p = [P2pCell(a, b, True, 380.0, 740.0) for a in range(num_gpus) for b in range(num_gpus) if a != b]
+        nodes.append(NodePass(node=f"10.0.0.{i + 1}", index=i, hostname=h, torch="2.11.0+cu130", cuda="13.0",
+                              device="cuda", telemetry=True, gpus=gpus, p2p=p2p, seconds=41.0))
+    return GpuPassRecord(quick=True, tool_rel="tools/gpu_pass.py", nodes=nodes)

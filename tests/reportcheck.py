@@ -16,7 +16,8 @@ FORBIDDEN = (r"\b0 ranks?\b", r"\bno rank count\b", r"\b0 B to 0 B\b", r"\b0 nod
 ENV_TABLES = ("Host", "GPU", "Fabric", "Filesystems", "Software")
 # Introduction item -> the heading its results sit under (Network's connectivity item holds its own result)
 ITEM_HEADINGS = {
-    "Compute": ((r"`dcgmi diag", "Hardware health"), (r"our matmul worker", "GPU performance benchmarks"),
+    "Compute": ((r"`dcgmi diag", "Hardware health"), (r"our GPU memory and links pass", "GPU memory and links"),
+                (r"our matmul worker", "GPU performance benchmarks"),
                 (r"^Lemon GEMM", "Find underperforming GPUs")),
     "Network": ((r"our all-reduce benchmark", "all-reduce benchmark"),
                 (r"pairwise straggler hunt", "Pairwise all-reduce benchmark")),

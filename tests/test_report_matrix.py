@@ -100,6 +100,7 @@ def compute_of(hosts: list[str], num_gpus: int, **kw) -> dict:
     mm_passes = kw.get("mm_passes") or [passes(num_gpus) for _ in hosts]
     lemon_passes = kw.get("lemon_passes") or [passes(num_gpus) for _ in hosts]
     return {"health": cr.health(tuple(hosts), num_gpus),
+            "gpupass": cr.gpupass(tuple(hosts), num_gpus, **kw.get("gpupass", {})),
             "matmul": cr.matmul(mm_passes, hosts=tuple(hosts), dead=kw.get("dead", ())),
             "lemon": cr.lemon(lemon_passes, hosts=tuple(hosts), dead=kw.get("lemon_dead"))}
 
@@ -287,6 +288,8 @@ MATRIX = {
     "two shared mounts not grouped": lambda: grouped_mounts(False),
     "partial run": partial_run,
     "newest torch not installable": newest_torch_refused,
+    "slow PCIe, corrupt memory and a wrong answer": lambda: full_run(4, 8, gpupass={
+        "slow_pcie": ((1, 2),), "corrupt": ((3, 7),), "wrong": ((0, 5),)}),
 }
 
 

@@ -73,7 +73,8 @@ def _judge(old: dict[str, Any], new: dict[str, Any], fio_tolerance: float) -> Fi
         noise, basis = float(pick.get("noise_frac") or 0.0), pick.get("noise_basis", "")
     if ov is not None and nv is not None and ov:
         change = (nv - ov) / ov
-        judgement = BEYOND if abs(change) > noise else WITHIN
+        # a figure whose state changed (a GPU that now fails its memory test) changed, whatever its value
+        judgement = BEYOND if abs(change) > noise or old.get("state", "ok") != new.get("state", "ok") else WITHIN
     else:
         change = None
         # a figure that vanished (a dead GPU, a failed pair) or appeared is a change of state

@@ -37,6 +37,8 @@ class GpuSpec:
     source_url: str
     match: tuple[str, ...] = ()  # regexes on the nvidia-smi / rocm-smi name
     memory_type: str = ""  # HBM3e, GDDR6, ...
+    pcie_gen: int = 0  # the host link's PCIe generation; 0: not PCIe, or not stated
+    pcie_lanes: int = 0
     notes: str = ""
 
 

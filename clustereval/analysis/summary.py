@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN
+from clustereval.analysis.gpupass import judge
 from clustereval.analysis.gpus import gpu_label
 from clustereval.analysis.network import intra_spec
 from clustereval.analysis.specs import lookup_gpu
@@ -29,6 +30,7 @@ VERDICT_WORDS = {"healthy": "Healthy", "underperforming": "Underperforming", "ne
 # holds no repeat of its own: the runbook's 2% rule for GPUs, the pairwise hunt's threshold for pairs.
 GPU_NOISE_FLOOR = BELOW_MEDIAN
 ALLREDUCE_NOISE_FLOOR = 0.02
+COPY_NOISE_FLOOR = 0.03  # a copy bandwidth's run-to-run movement (the gpupass benchmark's bidirectional bound)
 
 SOFTWARE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl", "python")
 HOST_FIELDS = ("os", "kernel")
@@ -44,7 +46,8 @@ class _Nodes:
                    getattr(records.get("environment"), "nodes", None) or [],
                    getattr(records.get("matmul"), "nodes", None) or [],
                    getattr(records.get("lemon"), "nodes", None) or [],
-                   getattr(records.get("health"), "nodes", None) or []]
+                   getattr(records.get("health"), "nodes", None) or [],
+                   getattr(records.get("gpupass"), "nodes", None) or []]
         for nodes in sources:
             for n in nodes:
                 name = getattr(n, "name", None) or getattr(n, "node", "")
@@ -130,6 +133,48 @@ def _compute_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
                     "shape": [lemon.size, lemon.size, lemon.size], "power_w": g.power_w, "sm_mhz": g.sm_mhz,
                     "sm_count": g.sm_count, "underperforming": g.gpu in n.underperforming}
             out.append(_passes_figure("lemon", n, g.gpu, list(g.tflops), bool(g.error) or g.gpu in n.dead, prov))
+    return out
+
+
+def _gpupass_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per GPU: HBM copy, pinned H2D and D2H; per GPU pair: the copy. A GPU whose memory test or vote
+    failed carries that as its state."""
+    rec = records.get("gpupass")
+    out: list[dict[str, Any]] = []
+    if rec is None or not getattr(rec, "nodes", None):
+        return out
+    verdict = judge(rec, hbm_target_gb_s=rec.target_hbm_copy_gb_s, pcie_target_gb_s=rec.target_pcie_gb_s,
+                    nvlink_uni_gb_s=rec.target_nvlink_uni_gb_s)
+    worst = {}
+    for p in verdict.problems:
+        if p.kind in ("memory", "ecc"):
+            worst[p.label] = "memory errors"
+        elif p.kind in ("vote", "repeat", "reference") and worst.get(p.label) != "memory errors":
+            worst[p.label] = "wrong result"
+    basis = f"a {COPY_NOISE_FLOOR:.0%} floor for copy bandwidths"
+    for n in rec.nodes:
+        for g in n.gpus:
+            label = gpu_label(n.hostname or n.node, n.index, g.gpu)
+            solo = g.pcie_solo
+            for kind, value in (("hbm-copy", g.copy_gb_s), ("pcie-h2d", solo.h2d_gb_s if solo else None),
+                                ("pcie-d2h", solo.d2h_gb_s if solo else None)):
+                if value is None:
+                    continue
+                out.append({"id": f"{kind}/node{n.index}/gpu{g.gpu}", "kind": kind, "subject": label, "node": n.index,
+                            "gpu": g.gpu, "value": round(value, 3), "unit": "GB/s", "state": worst.get(label, "ok"),
+                            "noise_frac": COPY_NOISE_FLOOR, "noise_basis": basis,
+                            "provenance": {"phase": "gpupass", "record": "gpupass.record.json", "quick": rec.quick,
+                                           "pcie_gen": g.link.gen_under_load, "pcie_width": g.link.width_under_load,
+                                           "mem_bytes_tested": g.mem_bytes_tested}})
+        for c in n.p2p:
+            if c.write_gb_s is None:
+                continue
+            out.append({"id": f"p2p-write/node{n.index}/gpu{c.src}-gpu{c.dst}", "kind": "p2p-write",
+                        "subject": f"{gpu_label(n.hostname or n.node, n.index, c.src)} to gpu{c.dst}",
+                        "node": n.index, "value": round(c.write_gb_s, 3), "unit": "GB/s", "state": "ok",
+                        "noise_frac": COPY_NOISE_FLOOR, "noise_basis": basis,
+                        "provenance": {"phase": "gpupass", "record": "gpupass.record.json",
+                                       "bidir_gb_s": c.bidir_gb_s}})
     return out
 
 
@@ -351,7 +396,8 @@ def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], 
     entries = _node_entries(records, nodes)
     models = Counter(e["gpu_model"] for e in entries if e["gpu_model"])
     counts = Counter(e["num_gpus"] for e in entries)
-    figures = _compute_figures(records) + _network_figures(records, nodes) + _storage_figures(records, nodes)
+    figures = (_compute_figures(records) + _gpupass_figures(records) + _network_figures(records, nodes)
+               + _storage_figures(records, nodes))
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "kind": SUMMARY_KIND,

@@ -143,7 +143,7 @@ class HealthSettings:
         return self.device == "cpu"
 
 
-def _check_device(settings: HealthSettings | GpuSettings) -> None:
+def _check_device(settings: HealthSettings | GpuSettings | GpuPassSettings) -> None:
     if settings.device not in ("cuda", "cpu"):
         raise UsageError(f"{type(settings).__name__}.device must be 'cuda' or 'cpu', not {settings.device!r}",
                          f"e.g. {type(settings).__name__}(device='cpu') for CPU stand-in GPUs")
@@ -275,6 +275,48 @@ class GpuSettings:
 
 
 @dataclass(frozen=True)
+class GpuPassSettings:
+    """How the GPU memory and links pass runs (HBM, PCIe, GPU pairs, the memory pattern test, the
+    correctness vote; ``workers/gpu_pass.py``)."""
+
+    device: str = "cuda"
+    """``cuda`` or ``cpu`` (CPU stand-in GPUs with tiny sizes)."""
+    cpu_gpus: int = 0
+    """How many CPU stand-in GPUs a node has with ``device="cpu"`` (0: one)."""
+    quick: bool = False
+    """The quick profile's sizes (shorter copies: the pass within a minute a node)."""
+    expected_s: float = 150.0
+    """How long the pass usually takes on a node, for the time-left display, in seconds."""
+    worker_timeout_s: float = 900.0
+    """The whole pass on one node, in seconds; past it the worker is stopped and its GPUs unjudged."""
+    start_timeout_s: float = 300.0
+    """The worker must print its first line within this (importing torch, NVML), in seconds."""
+    nvbandwidth_timeout_s: float = 300.0
+    """nvbandwidth's run on one node, when it is installed, in seconds."""
+    command_timeout_s: float = 60.0
+    """One short command on a node (``nvidia-smi``, ``command -v``, the kernel log), in seconds."""
+    busy_recheck_s: float = 3.0
+    """A foreign compute process is looked for again after this, in seconds."""
+
+    def __post_init__(self) -> None:
+        _check_device(self)
+        _check_positive(self, *_positive_fields(type(self)))
+        if self.cpu_gpus < 0:
+            raise UsageError(f"GpuPassSettings.cpu_gpus must be >= 0, not {self.cpu_gpus!r}",
+                             "e.g. GpuPassSettings(device='cpu', cpu_gpus=2)")
+
+    @property
+    def cpu(self) -> bool:
+        return self.device == "cpu"
+
+
+def gpupass_settings(profile: Profile) -> GpuPassSettings:
+    if profile.name in ("quick", "smoke"):
+        return GpuPassSettings(quick=True, expected_s=45.0, worker_timeout_s=300.0)
+    return GpuPassSettings()
+
+
+@dataclass(frozen=True)
 class StorageSettings:
     """How the storage scans and the concurrent write run."""
 
@@ -395,6 +437,7 @@ def settings_for(phase: str, profile: Profile) -> object | None:
         "health": lambda p: HealthSettings(),
         "matmul": gpu_settings,
         "lemon": gpu_settings,
+        "gpupass": gpupass_settings,
         "connectivity": network_settings,
         "allreduce": network_settings,
         "pairwise": lambda p: PairwiseSettings(),

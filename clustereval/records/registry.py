@@ -6,6 +6,7 @@ from typing import Any
 
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord
 from clustereval.records.environment import EnvironmentRecord
+from clustereval.records.gpupass import GpuPassRecord
 from clustereval.records.network import AllreduceRecord, ConnectivityRecord, PairwiseRecord
 from clustereval.records.run import EvalPythonRecord, PackagesRecord, PreflightRecord
 from clustereval.records.storage import StorageRecord
@@ -18,6 +19,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
     "environment": EnvironmentRecord,
     "connectivity": ConnectivityRecord,
     "health": HealthRecord,
+    "gpupass": GpuPassRecord,
     "matmul": MatmulRecord,
     "lemon": LemonRecord,
     "allreduce": AllreduceRecord,

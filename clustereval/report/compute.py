@@ -19,6 +19,8 @@ from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
+from clustereval.records.gpupass import GpuPassRecord
+from clustereval.report import compute_gpupass
 from clustereval.report.compute_msmf import (
     held_method,
     is_held,
@@ -131,10 +133,11 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     health = _of(view, "health", HealthRecord)
     mm = _of(view, "matmul", MatmulRecord)
     lemon = _of(view, "lemon", LemonRecord)
-    if not (health or mm or lemon):
+    gp = _of(view, "gpupass", GpuPassRecord)
+    if not (health or mm or lemon or gp):
         return SectionResult()
     result = SectionResult()
-    for rec in (health, mm, lemon):
+    for rec in (health, gp, mm, lemon):
         for gap in (rec.gaps if rec is not None else []):
             if all(g.text != gap.text for g in result.gaps):  # "no GPU" is said once, not per phase
                 result.gaps.append(gap)
@@ -145,12 +148,16 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     ran_mm = bool(mm and any((n.gpus and any(v is not None for g in n.gpus for v in g.tflops))
                              or (n.search is not None and n.search.mamf is not None) for n in mm.nodes))
     ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
+    ran_gp = compute_gpupass.ran(gp)
     doc.heading(2, "Compute")
-    if facts and (ran_health or ran_mm or ran_lemon):
+    if (facts and (ran_health or ran_mm or ran_lemon)) or ran_gp:
         doc.heading(3, "Introduction", toc=False)
-        _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm)
+        _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm,
+                      compute_gpupass.intro_item(view, gp) if gp and ran_gp else "")
     if ran_health and health:
         _health(doc, health, result)
+    if gp and ran_gp:
+        compute_gpupass.render(doc, view, gp, result.findings)
     if ran_mm and mm:
         _benchmarks(doc, mm, spec, facts, result, view.raw_rel)
     if lemon and lemon.nodes:
@@ -164,7 +171,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
 
 
 def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spec | None, ran_health: bool,
-                  ran_mm: bool, ran_lemon: bool, mm: MatmulRecord | None) -> None:
+                  ran_mm: bool, ran_lemon: bool, mm: MatmulRecord | None, gpupass_item: str = "") -> None:
     parts = []
     for i, f in enumerate(facts):
         where = "Each node has" if len(facts) == 1 else f"{', '.join(f.nodes)} {'has' if len(f.nodes) == 1 else 'have'}"
@@ -191,11 +198,14 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
         parts.append(f"The [TFLOPS comparison table]({TFLOPS_TABLE_URL}) and the spec database list no official "
                      f"dense BF16 (bfloat16) figure for the {spec.name}, so the TFLOPS (10¹² floating-point "
                      "operations per second) below have no spec to be compared against.")
-    doc.para(" ".join(parts))
+    if parts:
+        doc.para(" ".join(parts))
     items = []
     if ran_health:
         items.append(f"[`dcgmi diag -r 2`]({DIAG_URL}) — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
                      "and software checks, GPU memory, memory bandwidth and PCIe, on every GPU of every node.")
+    if gpupass_item:
+        items.append(gpupass_item)
     lemon = view.get("lemon")
     tool_rel = (mm.tool_rel if mm and mm.tool_rel else "") or getattr(lemon, "tool_rel", "")
     tool = f"[`matmul.py`]({view.raw_rel}/{tool_rel})" if tool_rel else "`matmul.py`"

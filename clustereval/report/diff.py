@@ -22,6 +22,10 @@ KIND_WORDS = {
     "msmf": "GPU MSMF",
     "mamf": "GPU MAMF",
     "lemon": "lemon GEMM per GPU",
+    "hbm-copy": "HBM copy per GPU",
+    "pcie-h2d": "PCIe host-to-device per GPU",
+    "pcie-d2h": "PCIe device-to-host per GPU",
+    "p2p-write": "GPU pair copy",
     "busbw-intra": "intra-node all-reduce busbw",
     "busbw-inter": "inter-node all-reduce busbw",
     "pairwise": "pairwise all-reduce busbw",
@@ -31,7 +35,7 @@ KIND_WORDS = {
 KIND_ORDER = list(KIND_WORDS)
 UNIT_WORDS = {"GB/s": "GBps", "MiB/s": "MiBps", "TFLOPS": "TFLOPS"}
 EXPANSIONS = ("MSMF is the maximum sustainable matmul FLOPS and MAMF the maximum achievable matmul FLOPS of a GPU; "
-              "lemon GEMM is a fixed general matrix multiply on every GPU; busbw is the all-reduce bus bandwidth; NCCL "
+              "lemon GEMM is a fixed general matrix multiply on every GPU; HBM is a GPU's high-bandwidth memory; busbw is the all-reduce bus bandwidth; NCCL "
               "is the NVIDIA Collective Communications Library.")
 
 

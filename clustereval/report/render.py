@@ -117,7 +117,7 @@ def render_findings(doc: Document, findings: list[Finding]) -> None:
 
 # Sections that own Gaps, with the phases whose records make them render.
 GAP_SECTIONS: dict[str, tuple[str, ...]] = {
-    "compute": ("health", "matmul", "lemon"),
+    "compute": ("health", "gpupass", "matmul", "lemon"),
     "network": ("connectivity", "allreduce", "pairwise"),
     "storage": ("storage",),
 }

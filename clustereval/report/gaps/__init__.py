@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from clustereval.records import Gap
-from clustereval.report.gaps import common, compute, network, setup, storage  # noqa: F401 - each area module registers its wordings
+from clustereval.report.gaps import common, compute, gpupass, network, setup, storage  # noqa: F401 - each area module registers its wordings
 from clustereval.report.gaps._registry import WORDINGS
 
 
