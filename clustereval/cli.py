@@ -14,6 +14,7 @@ from rich.console import Console
 from clustereval import __version__
 from clustereval.errors import EXIT_DEFECT, EXIT_INTERRUPTED, EXIT_USAGE, ClusterEvalError, UsageError
 from clustereval.redact import scrub
+from clustereval.runner import PHASES
 
 
 class _Scrubbed:
@@ -154,8 +155,7 @@ def lint(report: str) -> None:
                    "DCGM's diag and the eval Python's torch download are not shortened). "
                    "A resumed run keeps the profile it started with.")
 @click.option("--phases", "phase_list",
-              help="Comma-separated subset of phases to run (preflight always runs): preflight, packages, "
-                   "evalpython, environment, connectivity, health, matmul, lemon, allreduce, pairwise, storage.")
+              help=f"Comma-separated subset of phases to run (preflight always runs): {', '.join(PHASES)}.")
 @click.option("--resume", "resume_dir",
               help="Continue RUN_DIR: preflight again, then every phase that is not ok (storage keeps its "
                    "finished fio runs); a run that finished with every phase ok says so and does nothing.")

@@ -132,10 +132,7 @@ def _docs() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("doc", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="docs/performance.md:4 names ../shared/ANCHORS.md, "
-                                                             "a file outside the repository"))
-    if p.name == "performance.md" else p for p in _docs()], ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", _docs(), ids=lambda p: p.name)
 def test_docs_point_nowhere_outside_the_repository(doc):
     text = doc.read_text()
     assert "../shared" not in text and "/work/" not in text
