@@ -133,7 +133,9 @@ def no_shared_gap(rec: StorageRecord) -> list[Gap]:
     if rec.shared_paths is None and (any(p.shared for p in rec.partitions)
                                      or any("shared" in say(g).text.lower() for g in rec.gaps)):
         return []  # a record from before shared_paths was kept: only a run with no shared mount at all counts
-    return [Gap(phase="storage", kind="storage.no-shared", facts={"num_nodes": rec.num_nodes})]
+    local_figures = _has_figures(rec.local)
+    return [Gap(phase="storage", kind="storage.no-shared",
+                facts={"num_nodes": rec.num_nodes, "local_figures": local_figures})]
 
 
 # ---- Existing Partitions ----------------------------------------------------------------------

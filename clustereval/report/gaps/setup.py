@@ -9,7 +9,7 @@ from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import raw_output, status_words
+from clustereval.report.gaps.common import no_paths, raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
 from clustereval.report.units import short_list
 
@@ -18,7 +18,8 @@ from clustereval.report.units import short_list
 
 @wording("preflight.missing")
 def _checklist_missing(g: Gap) -> tuple[str, str]:
-    return f"Missing before the eval can start: {g.facts['need']}.", g.facts.get("hint", "")
+    return (f"Missing before the eval can start: {g.facts['need']}.",
+            g.facts.get("hint") or "add it to cluster.toml, then run `clustereval preflight` again")
 
 
 @wording("preflight.allocation")
@@ -29,12 +30,14 @@ def _allocation(g: Gap) -> tuple[str, str]:
 
 @wording("preflight.unreachable")
 def _unreachable(g: Gap) -> tuple[str, str]:
-    return f"{g.facts['message']}.", g.facts.get("hint") or "check the node is up"
+    return (f"{g.node or 'A node'} could not be reached ({raw_output(g.facts['message'], 'no error was printed')}).",
+            g.facts.get("hint") or "check the node is up")
 
 
 @wording("preflight.probe-failed")
 def _probe_failed(g: Gap) -> tuple[str, str]:
-    return f"{g.facts['message']}.", g.facts.get("hint", "")
+    return (f"The preflight probe on {g.node or 'a node'} failed ({raw_output(g.facts['message'], 'no error was printed')}).",
+            g.facts.get("hint") or "check the node answers (`ssh NODE true`), then run `clustereval preflight` again")
 
 
 @wording("preflight.ssh-port-refused")
@@ -54,7 +57,7 @@ def _path_unusable(g: Gap) -> tuple[str, str]:
 
 def _each_node(nodes: list[list[str]]) -> str:
     """``node: why; node: why`` from ``[[node, why], ...]``."""
-    return "; ".join(f"{n}: {why}" for n, why in nodes)
+    return "; ".join(f"{n}: {raw_output(no_paths(why), 'no error was printed')}" for n, why in nodes)
 
 
 @wording("preflight.no-python")
@@ -67,12 +70,14 @@ def _no_python(g: Gap) -> tuple[str, str]:
 @wording("preflight.rdzv-port-unavailable")
 def _rdzv_port(g: Gap) -> tuple[str, str]:
     return (f"The rendezvous port {g.facts['port']} could not be opened on {g.node} "
-            f"({g.facts['why'].removeprefix('error: ')}).", "choose a free port: rdzv_port in cluster.toml")
+            f"({raw_output(g.facts['why'].removeprefix('error: '), 'no error was printed')}).",
+            "choose a free port: rdzv_port in cluster.toml")
 
 
 @wording("preflight.tcp-blocked")
 def _tcp_blocked(g: Gap) -> tuple[str, str]:
-    return (f"{g.node} cannot open a TCP connection to the rendezvous endpoint ({g.facts['detail']}).",
+    return (f"{g.node} cannot open a TCP connection to the rendezvous endpoint "
+            f"({raw_output(g.facts['detail'], 'no error was printed')}).",
             f"allow TCP port {g.facts['port']} from every node to {g.facts['endpoint']} (firewall, security group), "
             "or set rdzv_port to a port that is open")
 
@@ -98,7 +103,8 @@ def _gloo_no_torch(g: Gap) -> tuple[str, str]:
 def _gloo_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
     why = f.get("diagnosis_text", "")
-    return (f"The CPU gloo all-reduce across {f['nodes']} nodes failed on {g.node}: {f['detail']}"
+    return (f"The CPU gloo all-reduce across {f['nodes']} nodes failed on {g.node}: "
+            f"{raw_output(f['detail'], 'no error was printed')}"
             + (f" ({why})" if why else "") + ".", f"{applied_fix(f.get('diagnosis', ''), f)}; the log is {f['log']}")
 
 
@@ -106,11 +112,6 @@ def _gloo_failed(g: Gap) -> tuple[str, str]:
 
 PLAN_RUN_AGAIN = "then run `clustereval run` again"
 UNVERIFIED = "could not be verified as the newest release"
-
-
-def no_paths(text: str) -> str:
-    """An error line without the file paths it may carry (the report never shows an interpreter's path)."""
-    return re.sub(r"(?<![\w])/[^\s'\"`:,)]+", "a path on the node", text)
 
 
 def route_plan(tag: str) -> str:
@@ -122,7 +123,7 @@ def route_plan(tag: str) -> str:
 def _refused(f: dict) -> str:
     """'PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
     return (f"PyTorch wheel index for `{f['index_tag']}` (`{f['refused_url']}`) lists torch {f['refused_newest']} at "
-            f"eval time, which could not be installed ({no_paths(f['refused_why'])})")
+            f"eval time, which could not be installed ({raw_output(no_paths(f['refused_why']), 'pip gave no reason')})")
 
 
 def _no_venv_why(f: dict, unreachable: str) -> str:
@@ -178,7 +179,8 @@ def _no_torch(g: Gap) -> tuple[str, str]:
     else:
         plan = (f"install torch for that interpreter on {g.node}, or give the nodes a route to the PyTorch wheel "
                 "index so clustereval can install its own torch")
-    return (f"{what} cannot import torch on {g.node} ({no_paths(f['why'])}), so the GPU and network benchmarks that "
+    return (f"{what} cannot import torch on {g.node} ({raw_output(no_paths(f['why']), 'no error was printed')}), so the GPU "
+            "and network benchmarks that "
             "need torch could not run there.", plan)
 
 

@@ -1,0 +1,103 @@
+"""Our own words never fail our own lint.
+
+Every registered Gap wording is rendered from facts of every shape a real run records
+(``tests/wording_facts.py``: exit statuses 0/1/2/137, seconds 0/1/61/3600, node names with digits,
+paths, error lines with numbers and colons, counts of 0/1/many, optional facts left out), put where
+the report puts it (a bullet under ``### Gaps`` of the section it belongs to, written by the
+report's own ``render_gaps``) in a report that is otherwise clean, and linted with every rule of
+``clustereval lint``. The section sentence builders that quote run facts are linted the same way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from clustereval.records import Gap
+from clustereval.report.gaps import kinds, say
+from clustereval.report.lint import lint_text
+from clustereval.report.markdown import Document
+from clustereval.report.render import render_gaps
+from tests.wording_facts import CATALOG, NODES, cases
+
+HEAD = """# Cluster eval: 2 nodes of 8× H200
+
+- Datetime (UTC): 2026-12-03 10:13
+- Access: SSH to 2 nodes
+- Nodes / GPUs: 2 nodes (`vm`, `gpu-012`), 8× H200 each
+
+Raw logs: [`raw-vm-2026-12-03-1013Z/`](raw-vm-2026-12-03-1013Z/).
+
+## Table of Contents
+
+1. [{section}](#{anchor})
+
+## {section}
+"""
+PARTITIONS = """
+### Existing Partitions
+
+| mount | size | type | device / server |
+| --- | ---: | --- | --- |
+| `/` | 252 GiB | ext4 | /dev/vda |
+"""
+# where the report says each area's Gaps (render.GAP_SECTIONS, setup_gap_section)
+AREA_SECTION = {"storage": "Storage", "debugfs": "Storage", "network": "Network", "pairwise": "Network",
+                "preflight": "Network"}
+
+
+def section_of(gap: Gap) -> str:
+    area = gap.kind.split(".")[0]
+    if area == "packages":
+        binary = gap.facts.get("binary", "")
+        return {"fio": "Storage", "ibstat": "Network", "rdma": "Network"}.get(binary, "Compute")
+    return AREA_SECTION.get(area, "Compute")
+
+
+def in_report(section: str, body: str) -> str:
+    """``body`` as the only content of ``section`` in an otherwise lint-clean report."""
+    head = HEAD.format(section=section, anchor=section.lower())
+    return head + (PARTITIONS if section == "Storage" else "") + "\n" + body
+
+
+def report_with(gap: Gap) -> str:
+    doc = Document()
+    render_gaps(doc, [say(gap)])
+    return in_report(section_of(gap), doc.render())
+
+
+def test_the_empty_context_is_clean():
+    for section in ("Compute", "Network", "Storage"):
+        assert lint_text(in_report(section, "### Gaps\n\n- Something is missing.\n")) == []
+
+
+def test_every_registered_kind_has_generated_facts():
+    assert sorted(kinds() - set(CATALOG)) == [], "a new Gap kind needs its facts in tests/wording_facts.py"
+
+
+# kinds a phase records without a node (the phase's whole run, or nodes named in the facts)
+NODELESS = {"gpu.none", "gpu.not-visible", "phase.error", "phase.defect", "preflight.missing", "preflight.allocation",
+            "preflight.ssh-port-refused", "preflight.no-python", "preflight.peer-ssh", "preflight.gloo-no-torch",
+            "evalpython.configured", "evalpython.fallback", "evalpython.node-python", "evalpython.newest-refused",
+            "evalpython.not-newest", "network.launch-failed", "network.wrong-interpreter", "network.wrong-sum",
+            "network.inter-sweep-failed", "pairwise.pair-failed", "pairwise.not-judged", "storage.concurrent-refused",
+            "storage.no-shared", "lemon.gpu-dead", "health.cpu-stand-ins"}
+
+
+@pytest.mark.parametrize("kind", sorted(CATALOG))
+def test_every_wording_lints_clean_for_every_fact_shape(kind):
+    failures = []
+    for what, facts in cases(kind):
+        for node in (("",) if kind in NODELESS else ()) + tuple(NODES):
+            gap = Gap(kind.split(".")[0], node=node, kind=kind, facts=facts)
+            try:
+                text, plan = say(gap).text, say(gap).plan
+            except (KeyError, TypeError, ValueError, IndexError) as exc:  # a fact shape the wording cannot take
+                failures.append(f"{what} node={node!r}: {type(exc).__name__}: {exc}")
+                continue
+            assert text.strip() and plan.strip(), f"{kind} {what}: a Gap always has words and a plan"
+            assert "\n" not in text, f"{kind} {what}: one bullet is one line"
+            problems = lint_text(report_with(gap))
+            if problems:
+                failures.append(f"{what} node={node!r}: {text!r}: " + "; ".join(f"[{p.rule}] {p.message}"
+                                                                           for p in problems))
+    assert not failures, f"{kind}:\n" + "\n".join(failures[:12])
