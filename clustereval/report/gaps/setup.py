@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import re
-
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
