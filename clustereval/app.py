@@ -38,10 +38,12 @@ from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
-def _select_phases(phase_list: str | None) -> list[str]:
+def _select_phases(phase_list: str | None, skip: tuple[str, ...] = ()) -> list[str]:
+    """The phases to run: ``--phases`` (the command line is the more specific ask), else every one but
+    those cluster.toml's ``skip`` names."""
     every = phase_names()
     if not phase_list:
-        return every
+        return [p for p in every if p not in skip]
     wanted = [p.strip() for p in phase_list.split(",") if p.strip()]
     unknown = [p for p in wanted if p not in every]
     if unknown:
@@ -54,7 +56,7 @@ def run_eval(config: Config, *, profile: str | None, phase_list: str | None, res
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False,
              junit_path: Path | None = None) -> int:
     """``profile`` None: the default (standard), or on --resume the profile the run started with."""
-    phases = _select_phases(phase_list)
+    phases = _select_phases(phase_list, config.skip)
     if resume_dir:
         state = RunStore.open(resume_dir).load_state()
         if profile is not None and profile != state.profile:
@@ -153,15 +155,19 @@ def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # no
             ui.note(f"error[internal]: clustereval failed inside {', '.join(outcome.defects)} (a clustereval "
                     f"defect: the tracebacks are in {store.raw_dir / 'errors'})")
         return EXIT_DEFECT
-    if outcome.failed:
+    if outcome.failed or outcome.not_run:
         state = store.load_state()
         parts = []
-        for name in outcome.failed:
+        for name in outcome.failed + outcome.not_run:
             ended = state.outcomes.get(name)
             who = f" ({', '.join(ended.failed_nodes)})" if ended and ended.failed_nodes else ""
-            parts.append(f"{name} {ended.status if ended else 'failed'}{who}")
+            parts.append(f"{name} {(ended.status if ended else 'failed').replace('-', ' ')}{who}")
         ui.note(f"not every phase is ok: {'; '.join(parts)}; the report's Gaps say why, then "
                 f"`clustereval run --resume {store.raw_dir}` runs again what is not ok")
+        if outcome.not_run:
+            names = ", ".join(f'"{n}"' for n in outcome.not_run)
+            ui.note(f"a pass that did not run leaves the eval incomplete; to accept that, name it in cluster.toml "
+                    f"(skip = [{names}]) or leave it out of --phases")
         return EXIT_FAILED
     return EXIT_OK
 

@@ -307,6 +307,8 @@ def init(path: str) -> None:
     target = file_to_write(path, example=example)
     write_new_file(target, template_text(), example=example)
     out.print(f"wrote {path}: fill it in, then run `clustereval preflight`", markup=False)
+    out.print("a pass you do not want (e.g. the hardware health pass on nodes without DCGM) goes in its "
+              "skip list: skip = [\"health\"]", markup=False)
 
 
 @cli.command()

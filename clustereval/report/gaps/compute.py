@@ -115,7 +115,7 @@ def _search_failed(g: Gap) -> tuple[str, str]:
 @wording("matmul.no-msmf-shape")
 def _no_msmf_shape(g: Gap) -> tuple[str, str]:
     f = g.facts
-    pinned = [f"{m}×{n}×{k} ({raw_output(why, 'not held')})" for m, n, k, why in f.get("pinned", [])]
+    pinned = [f"{m}×{n}×{k} ({why or 'not held'})" for m, n, k, why in f.get("pinned", [])]  # analysis' own words
     suspects = f" ({'; '.join(pinned)})" if pinned else " (none was large enough to reach it)"
     rest = " to time the other GPUs at" if f.get("siblings") else ""
     return (f"No matmul shape held gpu{f['gpu']} of {g.node} at its power limit when pinned{suspects}, "
