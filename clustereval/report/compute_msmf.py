@@ -119,3 +119,14 @@ def loaded_sentences(n: NodeMatmul) -> list[str]:
                        f"below {LOW_POWER_FRAC:.0%} of the top GPU's {max(powers):.0f} W: check its power limit "
                        "(`nvidia-smi -q -d POWER`).")
     return out
+
+
+def write_windows(doc: Document, windows: list[list[str]], num_rows: int) -> None:
+    """Each GPU's timed MSMF window: the highest GPU temperature over it, and how far the median rate moved
+    from its first half to its second (only when every row of the MSMF table has one: a table of its own,
+    never extra columns on the runbook's)."""
+    if not windows or len(windows) != num_rows:
+        return
+    doc.para("Over each GPU's timed window, the highest GPU temperature, and the window drift: how far the "
+             "median rate moved from the window's first half to its second.")
+    doc.table(["GPU", "temperature (°C)", "window drift (%)"], windows, "lrr")

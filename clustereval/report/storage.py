@@ -257,7 +257,8 @@ def fio_description(view: RunView, rec: StorageRecord, scan: MountScan) -> str:
 
 def not_run_words(rec: StorageRecord) -> str:
     """What a storage section without a figure says in its Introduction: the scans did not run, and where to read why."""
-    missing = [g.node for g in rec.gaps if g.kind == "storage.fio-missing"]
+    missing = [g.node for g in rec.gaps if g.kind == "storage.fio-missing"
+               or (not g.kind and "`fio` is not installed" in g.text)]  # an older run's worded Gap
     why = f"`fio` is not installed on {_join(missing)}" if missing else "no run produced figures"
     return f"the local and shared scans did not run: {why} (the Gaps below say what to do)."
 
@@ -302,7 +303,7 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
                      "all started at the same moment.")
     if not items:  # nothing measured: the Introduction still says which pass did not run, and why
         doc.heading(3, "Introduction", toc=False)
-        doc.numbered([f"{fio} — {not_run_words(rec)}"])
+        doc.numbered([f"[`fio`]({FIO_URL}) (the Flexible I/O Tester, a third-party tool) — {not_run_words(rec)}"])
         return
     doc.heading(3, "Introduction", toc=False)
     doc.numbered(items)
