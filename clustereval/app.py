@@ -39,8 +39,8 @@ from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
 def _select_phases(phase_list: str | None, skip: tuple[str, ...] = ()) -> list[str]:
-    """The phases to run: ``--phases`` (the command line is the more specific ask), else every one but
-    those cluster.toml's ``skip`` names."""
+    """The phases to run: ``--phases`` (else every one), less those cluster.toml's ``skip`` names; asking
+    for a skipped one on the command line is a contradiction the operator resolves, not one we guess at."""
     every = phase_names()
     if not phase_list:
         return [p for p in every if p not in skip]
@@ -49,6 +49,10 @@ def _select_phases(phase_list: str | None, skip: tuple[str, ...] = ()) -> list[s
     if unknown:
         raise UsageError(f"unknown phase{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
                          f"choose from: {', '.join(every)}")
+    both = [p for p in wanted if p in skip]
+    if both:
+        raise UsageError(f"--phases names {', '.join(both)}, which cluster.toml's skip list leaves out",
+                         "remove it from skip in cluster.toml, or from --phases", error_id="phase-skipped")
     return [p for p in every if p == "preflight" or p in wanted]
 
 
