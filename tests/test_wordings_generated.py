@@ -101,3 +101,76 @@ def test_every_wording_lints_clean_for_every_fact_shape(kind):
                 failures.append(f"{what} node={node!r}: {text!r}: " + "; ".join(f"[{p.rule}] {p.message}"
                                                                            for p in problems))
     assert not failures, f"{kind}:\n" + "\n".join(failures[:12])
+
+
+# ---- the section sentence builders that quote a run's facts ---------------------------------------
+
+# what the Compute section has always written before these sentences (its Introduction and the MSMF
+# bullet), so their acronyms are judged as the report's reader meets them
+COMPUTE_LEAD = ("### Introduction\n\nEach node has 8× NVIDIA H200: 132 SMs (streaming multiprocessors) per GPU.\n\n"
+                "1. [`matmul.py`](raw-vm-2026-12-03-1013Z/tools/matmul.py) — our matmul worker: reports **MAMF** "
+                "(Maximum Achievable Matmul FLOPS) and **MSMF** (Maximum Sustainable Matmul FLOPS).\n\n"
+                "### GPU performance benchmarks\n\n")
+
+
+def _lint_sentences(section: str, lead: str, sentences: list[str]) -> list[str]:
+    body = lead + "".join(f"{s}\n\n" for s in sentences)
+    return [f"[{p.rule}] {p.message}" for p in lint_text(in_report(section, body))]
+
+
+def _node(gpus: list[tuple[int, float | None, float | None, str]], hostname: str, index: int, **kw):
+    from clustereval.records.compute import GpuMsmf, NodeMatmul, ShapeTiming
+
+    out = NodeMatmul(node=hostname, index=index, hostname=hostname, num_gpus=len(gpus), **kw)
+    for gpu, temp, power, error in gpus:
+        t = None if error else ShapeTiming(8192, 8192, 8192, stage="sustained", mean_tflops=700.0,
+                                           median_tflops=700.0, temp_c=temp, power_w=power)
+        out.gpus.append(GpuMsmf(gpu=gpu, tflops=[None if error else 700.0], timings=[t],
+                                errors=[error] if error else []))
+    return out
+
+
+TEMPS = [0.0, 1.0, 61.0, 95.4]
+POWERS = [0.0, 1.0, 61.0, 699.6]
+
+
+@pytest.mark.parametrize("hostname,index", [("vm", 0), ("gpu-012", 11), ("10.0.0.12", 3)])
+def test_the_compute_sentences_lint_clean_for_every_fact_shape(hostname, index):
+    from clustereval.analysis.steady import UNSTEADY
+    from clustereval.records.compute import MatmulRecord
+    from clustereval.report.compute import _missing_msmf, _node_summary
+    from clustereval.report.compute_msmf import loaded_sentences, steadiness_sentences
+    from tests.wording_facts import CATALOG as FACTS
+
+    failures = []
+    pinned = FACTS["matmul.no-msmf-shape"]["pinned"][2]
+    for temp in TEMPS:
+        for power in POWERS:
+            for error in ("", *ERRORS_OF_A_GPU):
+                n = _node([(0, temp, power, ""), (1, temp + 20, power * 0.5, ""), (7, None, None, error)],
+                          hostname, index, hot_gpus=[1], low_power_gpus=[1])
+                for t in (n.gpus[0].timings[0],):
+                    t.label, t.why = UNSTEADY, pinned[2][3]
+                sentences = (loaded_sentences(n) + steadiness_sentences(n, multi=True)
+                             + _missing_msmf(MatmulRecord(nodes=[n])) + _node_summary(n, True, False)
+                             + _node_summary(_node([(0, temp, power, "")], hostname, index), False, True))
+                problems = _lint_sentences("Compute", COMPUTE_LEAD, sentences)
+                if problems:
+                    failures.append(f"temp={temp} power={power} error={error!r}: {problems[:3]} in {sentences}")
+    assert not failures, "\n".join(failures[:6])
+
+
+ERRORS_OF_A_GPU = ["CUDA error: an illegal memory access was encountered (700) at step 12",
+                   "hung: no result within 300 s", "the worker exited (exit None with no output)",
+                   'File "/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", line 319, in _lazy_init']
+
+
+@pytest.mark.parametrize("nodes", [[], ["vm"], ["gpu-012", "10.0.0.12", "ip-10-0-3-17.ec2.internal"]])
+def test_the_storage_introduction_without_figures_lints_clean(nodes):
+    from clustereval.records.storage import StorageRecord
+    from clustereval.report.storage import not_run_words
+
+    rec = StorageRecord(gaps=[Gap("storage", node=n, kind="storage.fio-missing", facts={"tool": "fio"})
+                              for n in nodes])
+    item = f"1. [`fio`](https://github.com/axboe/fio) (the Flexible I/O Tester, a third-party tool) — {not_run_words(rec)}"
+    assert _lint_sentences("Storage", "### Introduction\n\n", [item]) == []

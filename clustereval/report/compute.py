@@ -28,6 +28,7 @@ from clustereval.report.compute_msmf import (
     trace_block,
     write_windows,
 )
+from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
@@ -357,8 +358,8 @@ def _missing_msmf(mm: MatmulRecord) -> list[str]:
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
-            if first.get(g.gpu) is None:
-                why = g.errors[-1] if g.errors else "no result"
+            if first.get(g.gpu) is None:  # the worker's own line, quoted
+                why = raw_output(g.errors[-1], "no result") if g.errors else "no result"
                 out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
                            f"twice ({why}).")
     return out

@@ -14,6 +14,7 @@ from clustereval.analysis.steady import STANDARD_WINDOW_S, UNSTEADY, reasons_see
 from clustereval.names import slug
 from clustereval.records.compute import MatmulRecord, NodeMatmul, SearchSummary, ShapeTiming
 from clustereval.report.compute_plots import TraceLabels, trace_png
+from clustereval.report.gaps.common import link_tools
 from clustereval.report.markdown import Document
 from clustereval.report.render import SectionResult
 
@@ -117,7 +118,7 @@ def loaded_sentences(n: NodeMatmul) -> list[str]:
         if t is not None and t.power_w is not None and powers:
             out.append(f"`{gpu_label(n.hostname, n.index, gpu)}` drew {t.power_w:.0f} W while every GPU computed, "
                        f"below {LOW_POWER_FRAC:.0%} of the top GPU's {max(powers):.0f} W: check its power limit "
-                       "(`nvidia-smi -q -d POWER`).")
+                       f"({link_tools('`nvidia-smi -q -d POWER`')}).")  # linked: Environment may not have run
     return out
 
 
