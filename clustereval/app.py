@@ -144,7 +144,8 @@ def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # no
                 out: Console) -> int:
     """130 interrupted; 2 the gate found missing input (nothing slow started); 3 clustereval's own
     defect (the report failed its lint, a phase hit an internal error); 1 a check, phase or node
-    failed; 0 every phase ok (or skipped: it does not apply to this cluster). The line that says why
+    failed, or a pass did not run for want of a tool; 0 every phase ok (or skipped: it does not apply to this
+    cluster; a pass the operator left out was never planned). The line that says why
     goes to ``console`` (stderr), the resume command of an interrupted run to ``out``."""
     ui = RunConsole(console, out, live=False)
     store = outcome.store

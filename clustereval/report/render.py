@@ -184,6 +184,7 @@ def setup_gaps(view: RunView, section: str, own: list[Gap] | None = None) -> lis
 
 def render_gaps(doc: Document, gaps: list[Gap]) -> None:
     """``### Gaps`` only when something is missing; never an empty one."""
+    gaps = once(gaps)
     if not gaps:
         return
     doc.heading(3, "Gaps", toc=False)
