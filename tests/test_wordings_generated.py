@@ -174,3 +174,24 @@ def test_the_storage_introduction_without_figures_lints_clean(nodes):
                               for n in nodes])
     item = f"1. [`fio`](https://github.com/axboe/fio) (the Flexible I/O Tester, a third-party tool) — {not_run_words(rec)}"
     assert _lint_sentences("Storage", "### Introduction\n\n", [item]) == []
+
+
+def test_a_missing_tool_is_one_gap_in_its_section_and_in_the_close_out():
+    """fio missing is recorded by the packages phase and by the storage phase, and the section may
+    link its words: the report and the close-out say it once each."""
+    from clustereval.records.run import NodePackages, PackagesRecord
+    from clustereval.records.storage import StorageRecord
+    from clustereval.report.closeout import closeout_text
+    from clustereval.report.render import RunView, render_report
+
+    fio_gap = Gap("storage", node="gpu-012", kind="storage.fio-missing", facts={"tool": "fio", "error": "exit 127"})
+    storage = StorageRecord(num_nodes=1, shared_paths=[], gaps=[fio_gap, fio_gap], status="not-run")
+    packages = PackagesRecord(nodes=[NodePackages(node="gpu-012", missing=["fio"])],
+                              gaps=[Gap("packages", node="gpu-012", kind="packages.missing",
+                                        facts={"binary": "fio", "apt": "fio", "dnf": "fio", "enabled": True})])
+    rendered = render_report(RunView("t", "2026-12-03-1013Z", "raw-t-2026-12-03-1013Z", "local",
+                                     {"storage": storage, "packages": packages}))
+    assert rendered.markdown.count("is not installed on gpu-012") == 2  # the Introduction's item and one Gap
+    assert rendered.markdown.count("- [`fio`](https://github.com/axboe/fio) is not installed on gpu-012") == 1
+    closeout = closeout_text(rendered)
+    assert closeout.count("is not installed on gpu-012") == 1 and closeout.count("is missing on gpu-012") == 0
