@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
@@ -26,15 +28,23 @@ def _allocation(g: Gap) -> tuple[str, str]:
                                      "clustereval asks for one")
 
 
+def _node_message(node: str, message: str) -> str:
+    """A transport's error as the preflight says it: the node (and the address the message gives), then
+    what went wrong, quoted when it carries the tool's own numbers (an exit status, an errno)."""
+    m = re.match(rf"{re.escape(node)}(?: \(([^)]*)\))?:? (.*)", message) if node else None
+    where, why = (f"{node} ({m.group(1)})" if m.group(1) else node, m.group(2)) if m else (node or "a node", message)
+    said = raw_output(why, "no error was printed") if re.search(r"\d", why) else why
+    return f"{where}: {said}"
+
+
 @wording("preflight.unreachable")
 def _unreachable(g: Gap) -> tuple[str, str]:
-    return (f"{g.node or 'A node'} could not be reached ({raw_output(g.facts['message'], 'no error was printed')}).",
-            g.facts.get("hint") or "check the node is up")
+    return f"{_node_message(g.node, g.facts['message'])}.", g.facts.get("hint") or "check the node is up"
 
 
 @wording("preflight.probe-failed")
 def _probe_failed(g: Gap) -> tuple[str, str]:
-    return (f"The preflight probe on {g.node or 'a node'} failed ({raw_output(g.facts['message'], 'no error was printed')}).",
+    return (f"{_node_message(g.node, g.facts['message'])}.",
             g.facts.get("hint") or "check the node answers (`ssh NODE true`), then run `clustereval preflight` again")
 
 
