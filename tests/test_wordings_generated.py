@@ -195,3 +195,17 @@ def test_a_missing_tool_is_one_gap_in_its_section_and_in_the_close_out():
     assert rendered.markdown.count("- [`fio`](https://github.com/axboe/fio) is not installed on gpu-012") == 1
     closeout = closeout_text(rendered)
     assert closeout.count("is not installed on gpu-012") == 1 and closeout.count("is missing on gpu-012") == 0
+
+
+@pytest.mark.parametrize("kind", ["node.error", "node.lost"])
+def test_a_node_fault_in_setup_with_no_section_to_go_to_gets_its_own_lint_clean_section(kind):
+    from clustereval.records.environment import EnvironmentRecord
+    from clustereval.report.render import RunView, render_report
+
+    (_, facts), *_ = cases(kind)
+    env = EnvironmentRecord(gaps=[Gap("environment", node="gpu-012", kind=kind, facts=facts)])
+    md = render_report(RunView("t", "2026-12-03-1013Z", "raw-t-2026-12-03-1013Z", "local",
+                               {"environment": env})).markdown
+    faults = md.split("\n## Node faults\n", 1)[1]
+    assert say(env.gaps[0]).text in faults
+    assert lint_text(md) == []
