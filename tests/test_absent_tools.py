@@ -118,3 +118,28 @@ def test_a_gpu_node_without_dcgm_has_its_health_pass_not_run(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Not asked for by the operator" in md and "the hardware health pass" in md
     assert "[health]" not in proc.stdout + proc.stderr and "DCGM" not in md
+
+
+def test_dcgm_installed_later_and_resume_runs_the_health_pass_that_did_not_run(tmp_path):
+    path = _fake_gpu_bin(tmp_path)
+    work = tmp_path / "run"
+    work.mkdir()
+    proc, _, _ = _run(work, path, "--phases", "health")
+    assert proc.returncode == 1
+    (raw,) = sorted((work / "reports").glob("raw-*"))
+    # DCGM arrives on the node (a stand-in dcgmi whose diag prints a real passing run's output)
+    dcgmi = tmp_path / "gpubin" / "dcgmi"
+    dcgmi.write_text(f"""#!/bin/sh
+case "$1" in
+  discovery) echo "1 GPU found." ;;
+  diag) cat "{FIXTURES}/dcgmi/handwritten-diag-r2-pass-dcgm4.txt" ;;
+esac
+""")
+    dcgmi.chmod(0o755)
+    again = run_cli("run", "--resume", str(raw), cwd=work, timeout=600, env={"PATH": path})
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "[health] ok" in again.stdout + again.stderr
+    (report,) = sorted((work / "reports").glob("*.md"))
+    text = report.read_text()
+    assert "### Hardware health" in text and "DCGM (Data Center GPU Manager, [`dcgmi`]" not in text.split("### Gaps")[-1]
+    assert run_cli("lint", str(report), cwd=work, timeout=120).returncode == 0

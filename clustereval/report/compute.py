@@ -134,7 +134,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
                              or (n.search is not None and n.search.mamf is not None) for n in mm.nodes))
     ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
     doc.heading(2, "Compute")
-    if facts and (ran_health or ran_mm or ran_lemon):
+    if ran_health or ran_mm or ran_lemon:  # (a run of the health pass alone has no GPU facts, still its tool)
         doc.heading(3, "Introduction", toc=False)
         _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm)
     if ran_health and health:
@@ -175,7 +175,8 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
         parts.append(f"The [TFLOPS comparison table]({TFLOPS_TABLE_URL}) and the spec database list no official "
                      f"dense BF16 (bfloat16) figure for the {spec.name}, so the TFLOPS (10¹² floating-point "
                      "operations per second) below have no spec to be compared against.")
-    doc.para(" ".join(parts))
+    if parts:
+        doc.para(" ".join(parts))
     items = []
     if ran_health:
         items.append(f"[`dcgmi diag -r 2`]({DIAG_URL}) — NVIDIA's own health check from DCGM (Data Center GPU Manager): deployment "
