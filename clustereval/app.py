@@ -39,16 +39,22 @@ from clustereval.transport.base import Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
 
 
-def select_phases(phase_list: str | None) -> list[str]:
-    """The phases ``--phases`` names, in run order with preflight first; a bad name is bad input."""
+def select_phases(phase_list: str | None, skip: tuple[str, ...] = ()) -> list[str]:
+    """The phases to run, in run order with preflight first: ``--phases`` (else every one), less those
+    cluster.toml's ``skip`` names; a bad name is bad input, and asking for a skipped one on the command
+    line is a contradiction the operator resolves, not one we guess at."""
     every = phase_names()
     if not phase_list:
-        return every
+        return [p for p in every if p not in skip]
     wanted = [p.strip() for p in phase_list.split(",") if p.strip()]
     unknown = [p for p in wanted if p not in every]
     if unknown:
         raise UsageError(f"unknown phase{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
                          f"choose from: {', '.join(every)}")
+    both = [p for p in wanted if p in skip]
+    if both:
+        raise UsageError(f"--phases names {', '.join(both)}, which cluster.toml's skip list leaves out",
+                         "remove it from skip in cluster.toml, or from --phases", error_id="phase-skipped")
     return [p for p in every if p == "preflight" or p in wanted]
 
 
@@ -56,7 +62,7 @@ def run_eval(config: Config, *, profile: str | None, phase_list: str | None, res
              reports_dir: Path | None, console: Console, out: Console, debug: bool = False,
              junit_path: Path | None = None) -> int:
     """``profile`` None: the default (standard), or on --resume the profile the run started with."""
-    phases = select_phases(phase_list)
+    phases = select_phases(phase_list, config.skip)
     if resume_dir:
         state = RunStore.open(resume_dir).load_state()
         if profile is not None and profile != state.profile:
@@ -143,7 +149,8 @@ def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # no
                 out: Console) -> int:
     """130 interrupted; 2 the gate found missing input (nothing slow started); 3 clustereval's own
     defect (the report failed its lint, a phase hit an internal error); 1 a check, phase or node
-    failed; 0 every phase ok (or skipped: it does not apply to this cluster). The line that says why
+    failed, or a pass did not run for want of a tool; 0 every phase ok (or skipped: it does not apply to this
+    cluster; a pass the operator left out was never planned). The line that says why
     goes to ``console`` (stderr), the resume command of an interrupted run to ``out``."""
     ui = RunConsole(console, out, live=False)
     store = outcome.store
@@ -158,15 +165,19 @@ def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # no
             ui.note(f"error[internal]: clustereval failed inside {', '.join(outcome.defects)} (a clustereval "
                     f"defect: the tracebacks are in {store.raw_dir / 'errors'})")
         return EXIT_DEFECT
-    if outcome.failed:
+    if outcome.failed or outcome.not_run:
         state = store.load_state()
         parts = []
-        for name in outcome.failed:
+        for name in outcome.failed + outcome.not_run:
             ended = state.outcomes.get(name)
             who = f" ({', '.join(ended.failed_nodes)})" if ended and ended.failed_nodes else ""
-            parts.append(f"{name} {ended.status if ended else 'failed'}{who}")
+            parts.append(f"{name} {(ended.status if ended else 'failed').replace('-', ' ')}{who}")
         ui.note(f"not every phase is ok: {'; '.join(parts)}; the report's Gaps say why, then "
                 f"`clustereval run --resume {store.raw_dir}` runs again what is not ok")
+        if outcome.not_run:
+            names = ", ".join(f'"{n}"' for n in outcome.not_run)
+            ui.note(f"a pass that did not run leaves the eval incomplete; to accept that, name it in cluster.toml "
+                    f"(skip = [{names}]) or leave it out of --phases")
         return EXIT_FAILED
     return EXIT_OK
 

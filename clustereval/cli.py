@@ -171,8 +171,10 @@ def run(ctx: click.Context, config_path: str | None, profile: str, phase_list: s
 
     \b
     Exit status:
-      0    every phase ok (or skipped: it does not apply to this cluster)
-      1    a check, phase or node failed (the report's Gaps say which)
+      0    every phase ok (or skipped: it does not apply to this cluster, or skip in
+           cluster.toml names it)
+      1    a check, phase or node failed, or a pass did not run for want of a tool
+           (DCGM, fio) (the report's Gaps say which)
       2    bad input: nothing slow was started
       3    clustereval's own defect, e.g. the report fails its lint (the report is still written)
       130  interrupted by Ctrl-C (resume with --resume RUN_DIR)
@@ -354,6 +356,8 @@ def init(path: str) -> None:
     target = file_to_write(path, example=example)
     write_new_file(target, template_text(), example=example)
     out.print(f"wrote {path}: fill it in, then run `clustereval preflight`", markup=False)
+    out.print("a pass you do not want (e.g. the hardware health pass on nodes without DCGM) goes in its "
+              "skip list: skip = [\"health\"]", markup=False)
 
 
 @cli.command()

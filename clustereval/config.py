@@ -107,6 +107,12 @@ class Targets:
     storage: tuple[StorageTarget, ...] = ()
 
 
+# the run's passes an operator may name in `skip` (every phase of runner.PHASES but the preflight gate,
+# which always runs; tests/test_skip_passes.py holds the two lists equal)
+SKIPPABLE = ("packages", "evalpython", "environment", "connectivity", "health", "gpupass", "matmul", "lemon",
+             "allreduce", "pairwise", "storage")
+
+
 @dataclass(frozen=True)
 class Config:
     name: str = "cluster"  # report file name prefix: reports/<name>-<stamp>.md
@@ -126,6 +132,7 @@ class Config:
     fallback_python: str | None = None  # interpreter with torch, used only when no index gives a venv torch
     torch_index: str = "https://download.pytorch.org/whl"  # PyTorch wheel index base (or a mirror): <base>/cu130
     install_packages: bool = True  # install missing host packages (fio, infiniband-diags, ...)
+    skip: tuple[str, ...] = ()  # passes the operator does not want (e.g. "health" without DCGM): not run, exit 0
     nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL_* overrides the operator asks for
     rdzv_port: int = 29500  # rendezvous port on the first hostfile node; the run uses up to rdzv_port + N
     cpu_ranks_per_node: int = 2  # gloo ranks per node for the network phases when a node has no GPU

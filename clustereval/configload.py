@@ -14,6 +14,7 @@ from typing import Any
 
 from clustereval.config import (
     IMPLEMENTED_ACCESS,
+    SKIPPABLE,
     Config,
     HostEntry,
     KubectlConfig,
@@ -47,7 +48,7 @@ except ModuleNotFoundError:  # Python 3.10
 STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-read", "1GiB-write")
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
-            "scratch_user", "scratch_root", "eval_python", "fallback_python", "torch_index", "install_packages",
+            "scratch_user", "scratch_root", "eval_python", "fallback_python", "torch_index", "install_packages", "skip",
             "rdzv_port", "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "hbm_copy_gb_s", "pcie_gb_s", "storage")
@@ -268,6 +269,14 @@ class _Loader:
         install = self.get(data, "install_packages", bool, what="true or false")
         if install is not None:
             kw["install_packages"] = install
+        skip = self.string_list(data, "skip")
+        if skip is not None:
+            unknown = [(line, name) for line, name in skip if name not in SKIPPABLE]
+            for line, name in unknown:
+                self.problem(("skip",), f"skip names {name!r}, which is not a pass of the run",
+                             f"choose from: {', '.join(SKIPPABLE)} (preflight always runs)", line=line)
+            if not unknown:
+                kw["skip"] = tuple(dict.fromkeys(name for _, name in skip))
         rdzv = self.port(data, "rdzv_port", hint="the rendezvous port on the first hostfile node, e.g. 29500")
         if rdzv is not None:
             kw["rdzv_port"] = rdzv

@@ -11,6 +11,7 @@ have for the user goes through a ``RunConsole`` built on the consoles cli.py own
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -37,7 +38,7 @@ def phase_reason(record: Any) -> str:
               and not getattr(p, "ok", True) and not getattr(p, "skipped", False)]
     gaps = list(getattr(record, "gaps", []) or [])
     if gaps:
-        text = say(gaps[0]).text.rstrip()
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", say(gaps[0]).text.rstrip())  # a link's label: no URL on a console line
         more = len(gaps) - 1
         return text + (f" (and {more} more in the report)" if more > 0 else "")
     if failed:

@@ -62,6 +62,7 @@ class RunOutcome:
     rendered: Rendered | None = None
     finished: list[str] = field(default_factory=list)  # ran to their end (this attempt or an earlier one)
     failed: list[str] = field(default_factory=list)  # ended failed or partial: a check, phase or node failed
+    not_run: list[str] = field(default_factory=list)  # ended not-run: a tool it needs is not installed
     defects: list[str] = field(default_factory=list)  # ended by clustereval's own error (exit 3)
     interrupted: bool = False
     gate_failed: bool = False
@@ -79,9 +80,11 @@ def load_records(store: RunStore) -> dict[str, Any]:
 
 def view_of(store: RunStore, state: RunState, access: str, records: dict[str, Any],
             shortenings: tuple[tuple[str, str], ...] = (), targets: Any = None) -> RunView:
+    # the passes the operator left out (`skip` in cluster.toml, or --phases without them)
+    not_asked = tuple(p for p in PHASES if p != "preflight" and state.phases_planned and p not in state.phases_planned)
     return RunView(name=state.name, stamp=state.stamp, raw_rel=store.raw_rel, access=access,
                    records=records, profile=state.profile, shortenings=shortenings,
-                   interrupted=state.interrupted, targets=targets)
+                   interrupted=state.interrupted, targets=targets, not_asked=not_asked)
 
 
 def run_phase(phase: Phase, ctx: RunContext) -> Any:
@@ -251,6 +254,8 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
             outcome.defects.append(name)
         elif ended.status in ("failed", "partial"):
             outcome.failed.append(name)
+        elif ended.status == "not-run":
+            outcome.not_run.append(name)
         if on_phase:
             on_phase(name, ended.status)
         if gate and name == gate and not getattr(record, "passed", True):
@@ -266,6 +271,8 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         prev = state.outcomes.get(name)
         if prev is not None and name not in outcome.ran and prev.status in ("failed", "partial"):
             outcome.failed.append(name)
+        elif prev is not None and name not in outcome.ran and prev.status == "not-run":
+            outcome.not_run.append(name)
     return outcome
 
 

@@ -72,14 +72,17 @@ def atomic_write(path: Path, text: str | bytes, *, verbatim: bool = False) -> No
 
 
 TOOLS_DIR = "tools"  # raw-<name>/tools/: the source of every worker and runner that ran
-OUTCOMES = ("ok", "partial", "failed", "skipped")
+# not-run: a pass this cluster could run was not run, for want of a tool the operator can install (DCGM):
+# not a failure, but the eval is incomplete until it runs or the operator names it as not wanted
+OUTCOMES = ("ok", "partial", "failed", "skipped", "not-run")
 DONE = ("ok", "skipped")  # nothing left to do for a phase with this outcome
 
 
 @dataclass
 class PhaseOutcome:
-    """How one phase ended: ``ok``, ``partial`` (with the nodes or cells that failed), ``failed``
-    or ``skipped`` (it does not apply here, e.g. no GPU). ``interrupted``: Ctrl-C stopped it."""
+    """How one phase ended: ``ok``, ``partial`` (with the nodes or cells that failed), ``failed``,
+    ``skipped`` (it does not apply here, e.g. no GPU) or ``not-run`` (a tool it needs is not installed).
+    ``interrupted``: Ctrl-C stopped it."""
 
     status: str = "ok"
     failed_nodes: list[str] = field(default_factory=list)

@@ -105,7 +105,8 @@ def test_missing_dcgm_is_a_gap_with_the_package_for_this_os_and_driver(tmp_path,
     os_id = Path("/etc/os-release").read_text().lower()
     if "debian" in os_id or "ubuntu" in os_id:
         assert "apt-get install" in gap.plan and "cuda-keyring" in gap.plan
-    assert rec.status == "failed"
+    # nothing failed: DCGM is not installed, so the pass did not run (the eval is incomplete, not broken)
+    assert rec.status == "not-run"
 
 
 def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
@@ -114,7 +115,9 @@ def test_no_gpu_at_all_is_a_gap_and_nothing_crashes(tmp_path, monkeypatch):
     for phase in (HealthPhase(), MatmulPhase(), LemonPhase()):
         rec = phase.run(ctx)
         assert rec.gaps and rec.status in ("skipped", "failed")
-        assert any("nvidia-smi" in say(g).text for g in rec.gaps)
+        # a machine without the NVIDIA driver is told so in those words: nothing names nvidia-smi
+        assert all("nvidia-smi" not in say(g).text and "nvidia-smi" not in say(g).plan for g in rec.gaps)
+        assert any("no NVIDIA driver installed" in say(g).text for g in rec.gaps)
 
 
 # -- busy GPUs -------------------------------------------------------------------------------
@@ -148,7 +151,7 @@ def test_lemon_error_hang_and_crash_are_dead_gpus_and_the_rest_still_runs(tmp_pa
     assert by[2].error.startswith("hung: no result within 3 s")
     assert by[3].error.startswith("the worker exited")
     assert by[0].tflops == [100.0] and by[4].tflops == [100.0]  # measured before and after the dead ones
-    assert len(rec.gaps) == 3 and all("gave no lemon GEMM result" in say(g).text for g in rec.gaps)
+    assert len(rec.gaps) == 3 and all("gave no lemon GEMM (general matrix multiply) result" in say(g).text for g in rec.gaps)
     assert {g.kind for g in rec.gaps} == {"lemon.gpu-dead"}
 
 

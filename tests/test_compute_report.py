@@ -193,11 +193,12 @@ def test_compute_gaps_recorded_as_facts_are_worded_in_the_report(tmp_path):
     md = render({"environment": cr.environment(), "matmul": loads(MatmulRecord, dumps(mm)),
                  "lemon": loads(LemonRecord, dumps(lemon))}).markdown
     gaps = md.split("\n### Gaps\n", 1)[1]
-    assert ("The MSMF measurement of gpu1 on gpu-a failed twice (CUDA error: an illegal memory access was "
-            "encountered).") in gaps
+    assert ("The MSMF (Maximum Sustainable Matmul FLOPS) measurement of gpu1 on gpu-a failed twice (`CUDA error: an "
+            "illegal memory access was encountered`).") in gaps
     assert ("No matmul shape held gpu0 of gpu-a at its power limit when pinned (12288×8192×16384 (its clock was "
-            "still changing)), so there is no MSMF shape to time the other GPUs at.") in gaps
-    assert "gpu1 of gpu-a gave no lemon GEMM result (hung)." in gaps
+            "still changing)), so there is no MSMF (Maximum Sustainable Matmul FLOPS) shape to time the other GPUs "
+            "at.") in gaps
+    assert "gpu1 of gpu-a gave no lemon GEMM (general matrix multiply) result (`hung`)." in gaps
     assert "cannot word" not in md
     lint(md, tmp_path)
 

@@ -34,7 +34,10 @@ def test_a_gpu_node_without_fio_renders_a_lint_clean_report(tmp_path):
 def test_the_missing_fio_is_one_storage_gap_that_links_the_tool(tmp_path):
     md, _ = _rendered(tmp_path)
     storage = md.split("\n## Storage\n", 1)[1].split("\n## ", 1)[0]
-    assert "[`fio`](https://github.com/axboe/fio) is not installed on vm" in storage
+    # the section keeps its Introduction, which introduces the tool and says the scans did not run
+    intro = storage.split("\n### Introduction\n", 1)[1].split("\n### ", 1)[0]
+    assert intro.strip().startswith("1. [`fio`](https://github.com/axboe/fio) (the Flexible I/O Tester")
+    assert "the local and shared scans did not run: `fio` is not installed on vm" in intro
     assert md.count("is not installed on vm, so the local and shared IO benchmarks did not run") == 1
     assert "### Fabric" in md and "### Gaps" not in md.split("\n## Environment\n", 1)[1].split("\n## ", 1)[0]
 

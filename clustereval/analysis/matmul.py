@@ -202,7 +202,7 @@ def classify_sustained(t: ShapeTiming, tel: Telemetry, min_power_frac: float = 0
                  f"(below {min_power_frac:.0%} of it)")
     elif tel.boost_mhz and t.sm_mhz is not None and t.sm_mhz >= tel.boost_mhz:
         t.label = SUSPECT
-        t.why = f"SM clock stayed at the {tel.boost_mhz:.0f} MHz boost clock"
+        t.why = f"SM (streaming multiprocessor) clock stayed at the {tel.boost_mhz:.0f} MHz boost clock"
     return t
 
 

@@ -2,7 +2,8 @@
 
 Start ``nv-hostengine`` if it is not running (and stop it again afterwards), run ``dcgmi diag -r 2``,
 keep the console log, parse Pass / Fail per plugin and GPU. DCGM missing, unprivileged or failing is a
-Gap with a plan; the other passes still run.
+Gap with a plan; the other passes still run. DCGM missing on every node leaves the pass ``not-run``
+(nothing failed; the eval is incomplete until it is installed or the operator skips the pass).
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ class HealthPhase:
             return rec
         for _, gaps in results:
             rec.gaps += gaps
-        if not any(n.ran for n in rec.nodes):
+        if rec.gaps and all(g.kind == "health.dcgm-missing" for g in rec.gaps) and not any(n.ran for n in rec.nodes):
+            rec.status = "not-run"  # nothing failed: DCGM is not installed; one Gap a node says how to install it
+        elif not any(n.ran for n in rec.nodes):
             rec.status = "failed" if rec.nodes else "skipped"
         elif rec.gaps or any(not s.ok for s in steps):
             rec.status = "partial"

@@ -22,14 +22,16 @@ class Need:
     apt: str
     dnf: str
     why: str
-    gpu_only: bool = False
+    gpu_only: bool = False  # needed only where the NVIDIA driver is (nvidia-smi answers)
+    adapter_only: bool = False  # needed only where an RDMA adapter is (/sys/class/infiniband lists one)
 
 
 # what the eval does without each, and the tool's link, are the Gap's words: report/gaps/setup.py
 NEEDS = (
     Need("fio", "fio", "fio", "the storage scans"),
-    Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate"),
-    Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)"),
+    Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate",
+         adapter_only=True),
+    Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)", adapter_only=True),
     Need("dcgmi", "datacenter-gpu-manager-4-cuda{cuda}", "datacenter-gpu-manager-4-cuda{cuda}",
          "`dcgmi diag -r 2` hardware health", gpu_only=True),
 )
@@ -37,6 +39,7 @@ NEEDS = (
 # Probe script: fixed names only, no user data reaches the shell.
 _PROBE = ("for b in fio ibstat rdma dcgmi nvidia-smi apt-get dnf sudo; do "
           "command -v $b >/dev/null 2>&1 && echo have:$b; done; echo uid:$(id -u); "
+          "[ -n \"$(ls /sys/class/infiniband 2>/dev/null)\" ] && echo have:rdma-adapter; "
           "nvidia-smi 2>/dev/null | sed -n -E 's/.*CUDA Version: ([0-9]+)[.].*/cuda:\\1/p'")
 _APT_OPTS = ["-o", "Acquire::Retries=0", "-o", "Acquire::http::Timeout=15", "-o", "Acquire::https::Timeout=15"]
 
@@ -93,8 +96,9 @@ class PackagesPhase:
         # server), where 30 s once ran out and a healthy node was reported partial
         probe = ctx.repeatable.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S)
         have, uid, cuda = parse_probe(probe.stdout)
-        has_gpu = "nvidia-smi" in have
-        needed = [n for n in NEEDS if has_gpu or not n.gpu_only]
+        # absent hardware is not a Gap: no driver, no DCGM wanted; no RDMA adapter, no adapter tools wanted
+        needed = [n for n in NEEDS if ("nvidia-smi" in have or not n.gpu_only)
+                  and ("rdma-adapter" in have or not n.adapter_only)]
         out.present = sorted(n.binary for n in needed if n.binary in have)
         lacking = [n for n in needed if n.binary not in have]
         out.manager = "apt" if "apt-get" in have else "dnf" if "dnf" in have else ""

@@ -304,7 +304,7 @@ class Scratch:
         res = self.transport.run(node, ["sh", "-c", _SPACE, "sh", path], timeout_s=60)
         fields = res.stdout.split(None, 1)
         if not res.ok or not fields or not fields[0].isdigit():
-            raise ScratchError(f"{node.name}: cannot read the free space of {path}: "
+            raise ScratchError(f"{node.name}: cannot read how much room {path} has: "
                                f"{last_line(res.stderr, 'no df output')}",
                                "check that the path exists on the node")
         return Space(int(fields[0]), fields[1].strip() if len(fields) > 1 else path)
@@ -314,7 +314,7 @@ class Scratch:
         space = self.space(node, path)
         if space.avail_bytes < need_bytes:
             raise ScratchError(
-                f"{node.name}: {path} has {iec_one_decimal(space.avail_bytes)} free, "
+                f"{node.name}: {path} has room for {iec_one_decimal(space.avail_bytes)}, "
                 f"and {what} needs {iec_one_decimal(need_bytes)}; "
                 "nothing was written",
                 "free space on that mount, or point the scan at a mount with room")

@@ -120,6 +120,8 @@ class StoragePhase:
                                                     volumes.get(normalize(ctx.config.shared_paths[0])), rec)
         if ctx.stop.is_set():
             rec.status = "partial"
+        elif rec.gaps and all(g.kind == "storage.fio-missing" for g in rec.gaps) and rec.concurrent is None:
+            rec.status = "not-run"  # nothing failed: fio is not installed (its Gap says how to install it)
         elif rec.gaps:
             rec.status = "partial"
         return rec

@@ -28,8 +28,10 @@ from clustereval.report.compute_msmf import (
     shortened,
     steadiness_sentences,
     trace_block,
+    write_windows,
 )
 from clustereval.report.compute_waves import is_waves, mamf_statistic, msmf_sentences, wave_method
+from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 
@@ -150,7 +152,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
     ran_gp = compute_gpupass.ran(gp)
     doc.heading(2, "Compute")
-    if (facts and (ran_health or ran_mm or ran_lemon)) or ran_gp:
+    if ran_health or ran_mm or ran_lemon or ran_gp:  # (a run of the health pass alone has no GPU facts, still its tool)
         doc.heading(3, "Introduction", toc=False)
         _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm,
                       compute_gpupass.intro_item(view, gp) if gp and ran_gp else "")
@@ -387,8 +389,8 @@ def _missing_msmf(mm: MatmulRecord) -> list[str]:
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
-            if first.get(g.gpu) is None:
-                why = g.errors[-1] if g.errors else "no result"
+            if first.get(g.gpu) is None:  # the worker's own line, quoted
+                why = raw_output(g.errors[-1], "no result") if g.errors else "no result"
                 out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` has no MSMF: its measurement failed "
                            f"twice ({why}).")
     return out
@@ -399,36 +401,27 @@ def _of_what(spec: Spec | None) -> str:
 
 
 def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool) -> None:
-    firsts = [t for n in mm.nodes for t in _first(n).values() if t is not None]
-    if firsts and all(t.held and t.temp_c is not None and _wmhz(t) for t in firsts):
-        doc.para("The MSMF shape is the M×N×K that won the sustained regime; W / MHz / °C are the board power, SM clock "
-                 "and highest GPU temperature over its timed window, and the window drift is how far the median "
-                 "rate moved from the window's first half to its second.")
-    else:
-        doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM "
-                 "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
-                 "The MSMF shape is the M×N×K that won the sustained regime.")
-    rows = []
+    """The runbook's per-GPU table (`GPU | MSMF | MSMF shape | W / MHz | MSMF % spec`, exactly), then the
+    timed windows' temperature and drift in a table of their own."""
+    doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM "
+             "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
+             "The MSMF shape is the M×N×K that won the sustained regime.")
+    rows, windows = [], []
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
             t = first.get(g.gpu)
-            name = _gpu_name(n, g.gpu, multi)
             if t is None:  # no measurement: a sentence below the table says why (_missing_msmf)
                 continue
             value = round(held_rate(t))
-            board = _wmhz(t, " / ", "")
-            if board and t.temp_c is not None:
-                board += f" / {t.temp_c:.0f}"
-            drift = f"{100 * t.drift_frac:+.2f}" if t.held else ""
-            rows.append([name, str(value), _shape(t), board, drift, _pct(value, spec_tf).rstrip("%")])
-    # held timings carry their window's temperature and drift; older records had neither
-    with_temp = bool(rows) and all(r[3].count("/") == 2 for r in rows if r[3])
-    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz / °C" if with_temp else "W / MHz", "window drift (%)",
-               "MSMF % spec"]
-    keep = [0, 1, 2] + ([3] if any(r[3] for r in rows) else []) + ([4] if all(r[4] for r in rows) else []) + \
-        ([5] if spec_tf else [])
+            name = _gpu_name(n, g.gpu, multi)
+            rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
+            if t.held and t.temp_c is not None:  # held timings carry their window's temperature and drift
+                windows.append([name, f"{t.temp_c:.0f}", f"{100 * t.drift_frac:+.2f}"])
+    keep = [0, 1, 2] + ([3] if rows and all(r[3] for r in rows) else []) + ([4] if spec_tf else [])
+    headers = ["GPU", "MSMF", "MSMF shape", "W / MHz", "MSMF % spec"]
     doc.table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows], "lrl" + "r" * (len(keep) - 3))
+    write_windows(doc, windows, len(rows))
 
 
 def _slowest(n: NodeMatmul) -> tuple[int, ShapeTiming] | None:

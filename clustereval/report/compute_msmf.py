@@ -14,6 +14,7 @@ from clustereval.analysis.steady import STANDARD_WINDOW_S, UNSTEADY, reasons_see
 from clustereval.names import slug
 from clustereval.records.compute import MatmulRecord, NodeMatmul, SearchSummary, ShapeTiming
 from clustereval.report.compute_plots import TraceLabels, trace_png
+from clustereval.report.gaps.common import link_tools
 from clustereval.report.markdown import Document
 from clustereval.report.render import SectionResult
 
@@ -117,5 +118,16 @@ def loaded_sentences(n: NodeMatmul) -> list[str]:
         if t is not None and t.power_w is not None and powers:
             out.append(f"`{gpu_label(n.hostname, n.index, gpu)}` drew {t.power_w:.0f} W while every GPU computed, "
                        f"below {LOW_POWER_FRAC:.0%} of the top GPU's {max(powers):.0f} W: check its power limit "
-                       "(`nvidia-smi -q -d POWER`).")
+                       f"({link_tools('`nvidia-smi -q -d POWER`')}).")  # linked: Environment may not have run
     return out
+
+
+def write_windows(doc: Document, windows: list[list[str]], num_rows: int) -> None:
+    """Each GPU's timed MSMF window: the highest GPU temperature over it, and how far the median rate moved
+    from its first half to its second (only when every row of the MSMF table has one: a table of its own,
+    never extra columns on the runbook's)."""
+    if not windows or len(windows) != num_rows:
+        return
+    doc.para("Over each GPU's timed window, the highest GPU temperature, and the window drift: how far the "
+             "median rate moved from the window's first half to its second.")
+    doc.table(["GPU", "temperature (°C)", "window drift (%)"], windows, "lrr")

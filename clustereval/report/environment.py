@@ -108,6 +108,21 @@ def title(view: RunView) -> str:
 # -- header -------------------------------------------------------------------------------
 
 
+# the run's passes in the report's words, for the header's line of passes the operator did not ask for
+PASS_WORDS = {
+    "packages": "the host packages check",
+    "evalpython": "the eval Python setup",
+    "environment": "the environment inventory",
+    "connectivity": "the connectivity test",
+    "health": "the hardware health pass",
+    "matmul": "the GPU performance benchmarks",
+    "lemon": "the underperforming-GPU check",
+    "allreduce": "the all-reduce benchmarks",
+    "pairwise": "the pairwise all-reduce benchmark",
+    "storage": "the storage benchmarks",
+}
+
+
 def write_header(view: RunView, doc: Document) -> None:
     env = env_record(view)
     doc.para(f"# {title(view)}")
@@ -133,6 +148,10 @@ def write_header(view: RunView, doc: Document) -> None:
     said = [text for phase, text in view.shortenings if not phase or _measured(view, phase)]
     if said:  # a profile shorter than the published runs: said before any figure
         lines.append(f"Shortened run (`--profile {view.profile}`): " + "; ".join(said))
+    asked_not = [PASS_WORDS[p] for p in view.not_asked if p in PASS_WORDS]
+    if asked_not:  # said, so a reader does not take a missing section for a pass that failed
+        lines.append("Not asked for by the operator (`skip` in cluster.toml, or left out of `--phases`): "
+                     + "; ".join(asked_not))
     if view.interrupted:
         lines.append("Status: the run was interrupted; the sections below hold what finished")
     doc.bullets(lines)

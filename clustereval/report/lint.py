@@ -89,7 +89,7 @@ class Doc:
 
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
-_URL = re.compile(r"<?https?://[^\s)>]+>?")
+_URL = re.compile(r"<?https?://[^\s)>`]+>?")  # a URL in a code span ends at its closing backtick
 _CODE = re.compile(r"`[^`]*`")
 _COMMENT = re.compile(r"<!--.*?-->")
 

@@ -31,7 +31,9 @@ def render_setup_leftovers(view: RunView, doc: Document) -> SectionResult:
     gaps: list[Gap] = []
     for phase in SETUP_PHASES:
         for gap in getattr(view.get(phase), "gaps", None) or []:
-            fault = isinstance(gap, Gap) and gap.node and ("stopped answering" in gap.text or "(error[" in gap.text)
+            fault = isinstance(gap, Gap) and gap.node and (
+                gap.kind in ("node.error", "node.lost")  # an older run's Gap, without a kind, by its words
+                or (not gap.kind and ("stopped answering" in gap.text or "(error[" in gap.text)))
             if fault and not setup_gap_section(gap, present) and all(g.text != gap.text for g in gaps):
                 gaps.append(gap)
     if not gaps:

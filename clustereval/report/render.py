@@ -6,6 +6,7 @@ produced; sections whose phases did not run write nothing (no heading, no TOC li
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ class RunView:
     shortenings: tuple[tuple[str, str], ...] = ()  # (phase, sentence), from the run's profile
     interrupted: bool = False
     targets: Any = None  # storage targets (config.StorageTarget list) read at render time; None: the record's
+    not_asked: tuple[str, ...] = ()  # phases the operator left out of the run (cluster.toml's skip, --phases)
 
     def __post_init__(self) -> None:
         self.records = {phase: said(rec) for phase, rec in self.records.items()}  # Gap facts -> words
@@ -89,16 +91,33 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
     render_findings(doc, findings)
     # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
     # to the close-out
-    shown = {(g.phase, g.text) for g in gaps}
     present = sections_present(view)
     for phase, rec in view.records.items():
         for g in getattr(rec, "gaps", None) or []:
             if phase in SETUP_PHASES and isinstance(g, Gap) and setup_gap_section(g, present):
                 continue  # said by its section, or merged there into the Gap that names the same tool
-            if isinstance(g, Gap) and (g.phase, g.text) not in shown:
+            if isinstance(g, Gap):
                 gaps.append(g)
-                shown.add((g.phase, g.text))
-    return Rendered(doc.render(), findings, gaps, questions, files)
+    return Rendered(doc.render(), findings, once(gaps), questions, files)
+
+
+def gap_key(gap: Gap) -> tuple[str, str, str]:
+    """What makes two Gaps the same one: its kind, node and facts (a section may have decorated its
+    words, e.g. linked a tool); a Gap from an older run, without a kind, by its words."""
+    if gap.kind:
+        return gap.kind, gap.node, json.dumps(gap.facts, sort_keys=True, default=str)
+    return gap.phase, gap.node, gap.text
+
+
+def once(gaps: list[Gap]) -> list[Gap]:
+    """Each Gap once, where it was first said."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for g in gaps:
+        if gap_key(g) not in seen:
+            seen.add(gap_key(g))
+            out.append(g)
+    return out
 
 
 def render_findings(doc: Document, findings: list[Finding]) -> None:
@@ -165,6 +184,7 @@ def setup_gaps(view: RunView, section: str, own: list[Gap] | None = None) -> lis
 
 def render_gaps(doc: Document, gaps: list[Gap]) -> None:
     """``### Gaps`` only when something is missing; never an empty one."""
+    gaps = once(gaps)
     if not gaps:
         return
     doc.heading(3, "Gaps", toc=False)

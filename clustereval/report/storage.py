@@ -133,7 +133,9 @@ def no_shared_gap(rec: StorageRecord) -> list[Gap]:
     if rec.shared_paths is None and (any(p.shared for p in rec.partitions)
                                      or any("shared" in say(g).text.lower() for g in rec.gaps)):
         return []  # a record from before shared_paths was kept: only a run with no shared mount at all counts
-    return [Gap(phase="storage", kind="storage.no-shared", facts={"num_nodes": rec.num_nodes})]
+    local_figures = _has_figures(rec.local)
+    return [Gap(phase="storage", kind="storage.no-shared",
+                facts={"num_nodes": rec.num_nodes, "local_figures": local_figures})]
 
 
 # ---- Existing Partitions ----------------------------------------------------------------------
@@ -253,6 +255,14 @@ def fio_description(view: RunView, rec: StorageRecord, scan: MountScan) -> str:
     return text + "."
 
 
+def not_run_words(rec: StorageRecord) -> str:
+    """What a storage section without a figure says in its Introduction: the scans did not run, and where to read why."""
+    missing = [g.node for g in rec.gaps if g.kind == "storage.fio-missing"
+               or (not g.kind and "`fio` is not installed" in g.text)]  # an older run's worded Gap
+    why = f"`fio` is not installed on {_join(missing)}" if missing else "no run produced figures"
+    return f"the local and shared scans did not run: {why} (the Gaps below say what to do)."
+
+
 def _tool_links(view: RunView, rec: StorageRecord) -> str:
     links = [f"[`{f.split('/')[-1]}`]({view.raw_rel}/{f})" for f in rec.tool_files]
     return f" ({', '.join(links)})" if links else ""
@@ -291,7 +301,9 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
         items.append(f"[`dd`]({DD_URL}) — concurrent write on {_code(cw.mount)}: each of the {len(done)} nodes writes "
                      f"one {iec_whole(cw.bytes_per_node)} file there with `O_DIRECT` (`oflag=direct`, 1 MiB blocks), "
                      "all started at the same moment.")
-    if not items:
+    if not items:  # nothing measured: the Introduction still says which pass did not run, and why
+        doc.heading(3, "Introduction", toc=False)
+        doc.numbered([f"[`fio`]({FIO_URL}) (the Flexible I/O Tester, a third-party tool) — {not_run_words(rec)}"])
         return
     doc.heading(3, "Introduction", toc=False)
     doc.numbered(items)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import NO_GPU_PLAN, raw_output
+from clustereval.report.gaps.common import LEMON, MSMF, NO_GPU_PLAN, no_gpu_reason, raw_output
 
 RERUN_PLAN = "re-run with `clustereval run --resume RUN_DIR`"
 
@@ -31,8 +31,8 @@ def _cpu(g: Gap) -> tuple[str, str]:
 
 @wording("health.no-driver")
 def _no_driver(g: Gap) -> tuple[str, str]:
-    return (f"{g.node} has no NVIDIA driver (nvidia-smi is not installed), so the hardware health check did not "
-            "run there.", NO_GPU_PLAN)
+    return (f"{g.node} has no NVIDIA driver installed, so the hardware health check did not run there.",
+            NO_GPU_PLAN)
 
 
 @wording("health.dcgm-missing")
@@ -60,7 +60,8 @@ def _diag(g: Gap) -> tuple[str, str]:
 
 @wording("matmul.node-without-gpu")
 def _node_without_gpu(g: Gap) -> tuple[str, str]:
-    return f"{g.node} has no GPU ({g.facts['error']}), so it has no MSMF.", NO_GPU_PLAN
+    return (f"{g.node} has no GPU ({no_gpu_reason(g.facts['error'])}), so the matmul pass has no figures from it.",
+            NO_GPU_PLAN)
 
 
 # -- the matmul pass and lemon GEMM (phases/matmul.py, phases/lemon.py) ----------------------
@@ -78,7 +79,7 @@ def busy_text(node: str, found: list[str], what: str) -> str:
 
 def load_not_started(f: dict) -> str:
     """Why a sibling load did not run (``LoadSet.ensure``'s facts)."""
-    return f"the continuous matmul on gpu{f['load_gpu']} did not start ({f['load_error']})"
+    return f"the continuous matmul on gpu{f['load_gpu']} did not start ({raw_output(f['load_error'], 'no output')})"
 
 
 @wording("matmul.interrupted")
@@ -89,7 +90,7 @@ def _matmul_interrupted(g: Gap) -> tuple[str, str]:
 @wording("matmul.busy")
 def _matmul_busy(g: Gap) -> tuple[str, str]:
     gpu = g.facts.get("gpu")
-    what = "The GPU performance pass" if gpu is None else f"The MSMF measurement of gpu{gpu}"
+    what = "The GPU performance pass" if gpu is None else f"The {MSMF} measurement of gpu{gpu}"
     return busy_text(g.node, g.facts["processes"], what), BUSY_PLAN
 
 
@@ -107,18 +108,18 @@ def _search_not_started(g: Gap) -> tuple[str, str]:
 
 @wording("matmul.search-failed")
 def _search_failed(g: Gap) -> tuple[str, str]:
-    why = "no output past the time limit" if g.facts.get("timed_out") else g.facts["error"]
+    why = "no output past the time limit" if g.facts.get("timed_out") else raw_output(g.facts["error"], "no output")
     return f"The matmul search on gpu{g.facts['gpu']} of {g.node} failed ({why}).", WORKER_LOG_PLAN
 
 
 @wording("matmul.no-msmf-shape")
 def _no_msmf_shape(g: Gap) -> tuple[str, str]:
     f = g.facts
-    pinned = [f"{m}×{n}×{k} ({why})" for m, n, k, why in f.get("pinned", [])]
+    pinned = [f"{m}×{n}×{k} ({why or 'not held'})" for m, n, k, why in f.get("pinned", [])]  # analysis' own words
     suspects = f" ({'; '.join(pinned)})" if pinned else " (none was large enough to reach it)"
     rest = " to time the other GPUs at" if f.get("siblings") else ""
     return (f"No matmul shape held gpu{f['gpu']} of {g.node} at its power limit when pinned{suspects}, "
-            f"so there is no MSMF shape{rest}.",
+            f"so there is no {MSMF} shape{rest}.",
             "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
 
 
@@ -132,25 +133,27 @@ def _wrong_python(g: Gap) -> tuple[str, str]:
 def _idle_twice(g: Gap) -> tuple[str, str]:
     idle = ", ".join(f"gpu{i}" for i in g.facts["idle"])
     return (f"The worker saw idle siblings twice while measuring `{g.facts['label']}` ({idle} stopped computing), "
-            "so its MSMF reads high.",
+            f"so its {MSMF} reads high.",
             "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
 
 
 @wording("matmul.gpu-failed-twice")
 def _gpu_failed_twice(g: Gap) -> tuple[str, str]:
-    return (f"The MSMF measurement of gpu{g.facts['gpu']} on {g.node} failed twice ({g.facts['error']}).",
+    return (f"The {MSMF} measurement of gpu{g.facts['gpu']} on {g.node} failed twice "
+            f"({raw_output(g.facts['error'], 'no output')}).",
             "read the worker log in the raw folder; drain the GPU if the error is a hardware fault")
 
 
 @wording("lemon.busy")
 def _lemon_busy(g: Gap) -> tuple[str, str]:
-    return busy_text(g.node, g.facts["processes"], "The lemon GEMM pass"), BUSY_PLAN
+    return busy_text(g.node, g.facts["processes"], f"The {LEMON} pass"), BUSY_PLAN
 
 
 @wording("lemon.gpu-dead")
 def _lemon_gpu_dead(g: Gap) -> tuple[str, str]:
     # the Gap names no node (phases/lemon.py); the node is a fact
-    return (f"gpu{g.facts['gpu']} of {g.facts['node']} gave no lemon GEMM result ({g.facts['error']}).",
+    return (f"gpu{g.facts['gpu']} of {g.facts['node']} gave no {LEMON} result "
+            f"({raw_output(g.facts['error'], 'no output')}).",
             "drain the GPU and ask the provider to replace it, or re-run to confirm")
 
 
@@ -159,7 +162,7 @@ def _lemon_gpu_dead(g: Gap) -> tuple[str, str]:
 @wording("gpu.not-visible")
 def _gpu_not_visible(g: Gap) -> tuple[str, str]:
     what, nodes = g.facts["what"], g.facts.get("nodes", [])
-    reasons = sorted({visibility or "nvidia-smi listed no GPU" for _, visibility in nodes})
+    reasons = sorted({visibility or "the NVIDIA driver listed no GPU" for _, visibility in nodes})
     names = ", ".join(f"`{name}`" for name, _ in nodes) or "the nodes"
     return (f"{what[:1].upper() + what[1:]} did not run: no NVIDIA GPU was visible on {names} "
             f"({'; '.join(reasons)}).",

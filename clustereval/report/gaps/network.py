@@ -7,7 +7,7 @@ from clustereval.analysis.rendezvous import fix_for
 from clustereval.records import Gap
 from clustereval.records.network import RendezvousPlan
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import status_words
+from clustereval.report.gaps.common import no_paths, raw_output, status_words
 
 # the launches a "network.launch-failed" Gap names (its fact "job")
 LAUNCH_JOBS = {"connectivity": "The connectivity test", "allreduce-inter": "The inter-node all-reduce benchmark"}
@@ -31,7 +31,7 @@ def applied_fix(diagnosis: str, facts: dict) -> str:
 def _launch_failed(g: Gap) -> tuple[str, str]:
     """A job that failed to start or finish: a launcher problem, with each node's own exit."""
     f = g.facts
-    why = f.get("diagnosis_text") or f.get("error") or "the launch failed"
+    why = f.get("diagnosis_text") or raw_output(f.get("error", ""), "the launch failed")
     exits = "; ".join(f"{node} {_exit_words(state, rc, seconds, cause)}" for node, state, rc, seconds, cause
                       in f.get("exits", []))
     what = LAUNCH_JOBS.get(f["job"], f["job"])
@@ -44,7 +44,7 @@ def _launch_failed(g: Gap) -> tuple[str, str]:
 
 @wording("network.wrong-interpreter")
 def _wrong_interpreter(g: Gap) -> tuple[str, str]:
-    return (f"A worker did not run on the eval Python: {g.facts['problem']}.",
+    return (f"A worker did not run on the eval Python: {raw_output(no_paths(g.facts['problem']), 'another interpreter')}.",
             "make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then re-run")
 
 
@@ -56,19 +56,20 @@ def _wrong_sum(g: Gap) -> tuple[str, str]:
 
 @wording("network.intra-sweep-failed")
 def _intra_sweep_failed(g: Gap) -> tuple[str, str]:
-    return (f"The intra-node all-reduce sweep on {g.node} did not complete: {g.facts['error']}.",
+    return (f"The intra-node all-reduce sweep on {g.node} did not complete: {raw_output(g.facts['error'], 'no error')}.",
             applied_fix(g.facts.get("diagnosis", ""), g.facts))
 
 
 @wording("network.inter-sweep-failed")
 def _inter_sweep_failed(g: Gap) -> tuple[str, str]:
-    return f"The inter-node all-reduce sweep: {g.facts['error']}.", "read the launch log in the raw folder"
+    return (f"The inter-node all-reduce sweep did not complete: {raw_output(g.facts['error'], 'no error')}.",
+            "read the launch log in the raw folder")
 
 
 @wording("pairwise.pair-failed")
 def _pair_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
-    return (f"The pair {f['a']} + {f['b']} did not complete ({f['error']}).",
+    return (f"The pair {f['a']} + {f['b']} did not complete ({raw_output(f['error'], 'no error')}).",
             "read the pair's launch log in the raw folder, fix the cause and re-run `clustereval pairwise`")
 
 

@@ -9,7 +9,7 @@ from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import raw_output, status_words
+from clustereval.report.gaps.common import no_paths, raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
 from clustereval.report.units import short_list
 
@@ -18,7 +18,8 @@ from clustereval.report.units import short_list
 
 @wording("preflight.missing")
 def _checklist_missing(g: Gap) -> tuple[str, str]:
-    return f"Missing before the eval can start: {g.facts['need']}.", g.facts.get("hint", "")
+    return (f"Missing before the eval can start: {g.facts['need']}.",
+            g.facts.get("hint") or "add it to cluster.toml, then run `clustereval preflight` again")
 
 
 @wording("preflight.allocation")
@@ -27,14 +28,24 @@ def _allocation(g: Gap) -> tuple[str, str]:
                                      "clustereval asks for one")
 
 
+def _node_message(node: str, message: str) -> str:
+    """A transport's error as the preflight says it: the node (and the address the message gives), then
+    what went wrong, quoted when it carries the tool's own numbers (an exit status, an errno)."""
+    m = re.match(rf"{re.escape(node)}(?: \(([^)]*)\))?:? (.*)", message) if node else None
+    where, why = (f"{node} ({m.group(1)})" if m.group(1) else node, m.group(2)) if m else (node or "a node", message)
+    said = raw_output(why, "no error was printed") if re.search(r"\d", why) else why
+    return f"{where}: {said}"
+
+
 @wording("preflight.unreachable")
 def _unreachable(g: Gap) -> tuple[str, str]:
-    return f"{g.facts['message']}.", g.facts.get("hint") or "check the node is up"
+    return f"{_node_message(g.node, g.facts['message'])}.", g.facts.get("hint") or "check the node is up"
 
 
 @wording("preflight.probe-failed")
 def _probe_failed(g: Gap) -> tuple[str, str]:
-    return f"{g.facts['message']}.", g.facts.get("hint", "")
+    return (f"{_node_message(g.node, g.facts['message'])}.",
+            g.facts.get("hint") or "check the node answers (`ssh NODE true`), then run `clustereval preflight` again")
 
 
 @wording("preflight.ssh-port-refused")
@@ -54,7 +65,7 @@ def _path_unusable(g: Gap) -> tuple[str, str]:
 
 def _each_node(nodes: list[list[str]]) -> str:
     """``node: why; node: why`` from ``[[node, why], ...]``."""
-    return "; ".join(f"{n}: {why}" for n, why in nodes)
+    return "; ".join(f"{n}: {raw_output(no_paths(why), 'no error was printed')}" for n, why in nodes)
 
 
 @wording("preflight.no-python")
@@ -67,14 +78,15 @@ def _no_python(g: Gap) -> tuple[str, str]:
 @wording("preflight.rdzv-port-unavailable")
 def _rdzv_port(g: Gap) -> tuple[str, str]:
     return (f"Port {g.facts['port']}, one of the ports the run's jobs meet at, could not be opened on {g.node} "
-            f"({g.facts['why'].removeprefix('error: ')}).",
+            f"({raw_output(g.facts['why'].removeprefix('error: '), 'no error was printed')}).",
             "stop what holds it, or set rdzv_port in cluster.toml so that rdzv_port through rdzv_port plus the node "
             "count are free on every node")
 
 
 @wording("preflight.tcp-blocked")
 def _tcp_blocked(g: Gap) -> tuple[str, str]:
-    return (f"{g.node} cannot open a TCP connection to every port the run's jobs meet at ({g.facts['detail']}).",
+    return (f"{g.node} cannot open a TCP connection to every port the run's jobs meet at "
+            f"({raw_output(g.facts['detail'], 'no error was printed')}).",
             f"allow TCP port {g.facts['port']} (and every other port named) from every node to {g.facts['endpoint']} "
             "(firewall, security group): the run uses rdzv_port through rdzv_port plus the node count on every node")
 
@@ -100,7 +112,8 @@ def _gloo_no_torch(g: Gap) -> tuple[str, str]:
 def _gloo_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
     why = f.get("diagnosis_text", "")
-    return (f"The CPU gloo all-reduce across {f['nodes']} nodes failed on {g.node}: {f['detail']}"
+    return (f"The CPU gloo all-reduce across {f['nodes']} nodes failed on {g.node}: "
+            f"{raw_output(f['detail'], 'no error was printed')}"
             + (f" ({why})" if why else "") + ".", f"{applied_fix(f.get('diagnosis', ''), f)}; the log is {f['log']}")
 
 
@@ -108,11 +121,6 @@ def _gloo_failed(g: Gap) -> tuple[str, str]:
 
 PLAN_RUN_AGAIN = "then run `clustereval run` again"
 UNVERIFIED = "could not be verified as the newest release"
-
-
-def no_paths(text: str) -> str:
-    """An error line without the file paths it may carry (the report never shows an interpreter's path)."""
-    return re.sub(r"(?<![\w])/[^\s'\"`:,)]+", "a path on the node", text)
 
 
 def route_plan(tag: str) -> str:
@@ -124,7 +132,7 @@ def route_plan(tag: str) -> str:
 def _refused(f: dict) -> str:
     """'PyTorch wheel index for `cu130` (`URL`) lists torch X at eval time, which could not be installed (why)'."""
     return (f"PyTorch wheel index for `{f['index_tag']}` (`{f['refused_url']}`) lists torch {f['refused_newest']} at "
-            f"eval time, which could not be installed ({no_paths(f['refused_why'])})")
+            f"eval time, which could not be installed ({raw_output(no_paths(f['refused_why']), 'pip gave no reason')})")
 
 
 def _no_venv_why(f: dict, unreachable: str) -> str:
@@ -180,7 +188,8 @@ def _no_torch(g: Gap) -> tuple[str, str]:
     else:
         plan = (f"install torch for that interpreter on {g.node}, or give the nodes a route to the PyTorch wheel "
                 "index so clustereval can install its own torch")
-    return (f"{what} cannot import torch on {g.node} ({no_paths(f['why'])}), so the GPU and network benchmarks that "
+    return (f"{what} cannot import torch on {g.node} ({raw_output(no_paths(f['why']), 'no error was printed')}), so the GPU "
+            "and network benchmarks that "
             "need torch could not run there.", plan)
 
 
