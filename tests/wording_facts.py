@@ -157,6 +157,10 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
     "matmul.gpu-failed-twice": {"gpu": GPU, "error": ERRORS},
     "lemon.busy": {"processes": PROCS[:2]},
     "lemon.gpu-dead": {"gpu": GPU, "node": NODES, "error": ERRORS},
+    "gpupass.busy": {"processes": PROCS[:2]},
+    "gpupass.worker-failed": {"error": ["", *ERRORS]},
+    "gpupass.gpu-error": {"gpu": GPU, "node": NODES, "step": ["hbm", "pcie-solo", "memtest", "vote 2"], "error": ERRORS},
+    "gpupass.nvbandwidth-failed": {"rc": RCS, "error": ["", *ERRORS]},
     # ---- network ----
     "network.launch-failed": {
         "job": ["connectivity", "allreduce-inter", "pairwise"],
@@ -206,6 +210,9 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "node.lost": ("why", "address"),
     "node.error": ("hint", "lost", "address"),
     "phase.error": ("hint",),
+    "gpupass.worker-failed": ("error",),
+    "gpupass.gpu-error": ("error",),
+    "gpupass.nvbandwidth-failed": ("rc", "error"),
     "network.launch-failed": ("diagnosis_text", "error", "exits", "log", "not_joined", "applied", "diagnosis"),
     "network.intra-sweep-failed": ("diagnosis", "applied"),
     "pairwise.not-judged": ("not_joined",),
