@@ -285,7 +285,7 @@ def _group(name: str, members: list[UnitSamples], policy: VerdictPolicy, num_tes
     if len(members) < policy.min_units:
         g.why_not = TOO_SMALL
         return g
-    if g.noise_df < 1:
+    if g.noise_df < 1 or g.noise_frac <= 0:  # identical figures say nothing about how much one moves
         g.why_not = NO_REPEATS
         return g
     g.detectable_frac = detectable_frac(g.noise_frac, g.typical_repeats, len(members), g.noise_df, policy,
