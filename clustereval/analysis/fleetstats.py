@@ -5,9 +5,9 @@ samples, a node's write) is judged against the unit's peers of the same kind:
 
 - the **fleet centre** is the median of the units' means, its **spread** their MAD;
 - the **repeat noise** (per repeat, as a fraction of the unit's mean) is pooled over the units'
-  own repeats; a unit clearly noisier than the pool (an F test at the stated confidence) is judged
-  on its own noise and its own few degrees of freedom; with no repeats at all the fleet's spread
-  stands in for it (an upper bound);
+  own repeats; a unit clearly noisier than the pool (an F test at the stated confidence, corrected
+  for the number of units) is judged on its own noise and its own few degrees of freedom; with no
+  repeats at all the fleet's spread stands in for it (an upper bound);
 - a unit is **slow** only when both hold: its shortfall against the centre is at least the
   practical threshold, and a one-sided Student t test of "no shortfall" is rejected at the stated
   confidence after Holm's step-down correction over every unit judged together (so a 1000-GPU
@@ -268,10 +268,11 @@ def _group(name: str, members: list[UnitSamples], policy: VerdictPolicy, num_tes
     unit_sd = g.noise_frac / math.sqrt(max(1, g.typical_repeats))
     for m, mean, sd in stats:
         own = sd / mean if sd is not None and mean else None
-        # a unit is judged on its own noise only when it is clearly noisier than its peers (an F test
-        # at the stated confidence): otherwise its two or so degrees of freedom would hide any shortfall
+        # a unit is judged on its own noise only when it is clearly noisier than its peers (an F test at
+        # the stated confidence, corrected for the units tested): otherwise its two or so degrees of
+        # freedom would hide any shortfall, and at 1% a real slow unit in a hundred would lose its verdict
         noisy = (own is not None and g.noise_basis == "repeats" and own > g.noise_frac
-                 and f_sf((own / g.noise_frac) ** 2, len(m.samples) - 1, g.noise_df) < policy.alpha)
+                 and f_sf((own / g.noise_frac) ** 2, len(m.samples) - 1, g.noise_df) < policy.alpha / len(members))
         noise, df = (own, len(m.samples) - 1) if noisy and own is not None else (g.noise_frac, g.noise_df)
         se = _se(noise, len(m.samples), unit_sd, len(members))
         short = (g.median - mean) / g.median
