@@ -85,7 +85,8 @@ def fleet_findings(kinds: list[FleetKind], findings: list[Finding]) -> list[Find
         for g in k.groups:
             for u in g.slow:
                 out.append(Finding("underperforming", k.subsystem, slow_text(k, g, u)))
-        sentences = " ".join(group_sentence(k, g) for g in k.groups if g.units and not g.slow)
+        # a group of one GPU has nobody to be compared with: nothing to say
+        sentences = " ".join(group_sentence(k, g) for g in k.groups if len(g.units) > 1 and not g.slow)
         if not sentences:
             continue
         host = next((i for i, f in enumerate(out) if f.subsystem == k.subsystem
