@@ -52,7 +52,7 @@ def policy_from(verdicts: Any) -> VerdictPolicy:
                          group_by=tuple(verdicts.gpu_peers))
 
 
-def _gpu_groups(records: dict[str, Any], policy: VerdictPolicy) -> dict[str, str]:
+def _gpu_groups(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str]) -> dict[str, str]:
     """Configured node name -> its GPUs' peer group, in words ("NVIDIA H200, driver 570.86")."""
     env = records.get("environment")
     out: dict[str, str] = {}
@@ -72,7 +72,7 @@ def _gpu_groups(records: dict[str, Any], policy: VerdictPolicy) -> dict[str, str
         if "driver" in policy.group_by:
             parts.append(f"driver {drivers[name]}" if drivers.get(name) else "unknown driver")
         if "node" in policy.group_by:
-            parts.append(f"node {name}")
+            parts.append(f"node {labels.get(name, name)}")
         out[name] = ", ".join(parts)
     return out
 
@@ -173,7 +173,7 @@ def fleet_judgements(records: dict[str, Any], policy: VerdictPolicy | None = Non
     """Every kind of per-unit figure the records hold, judged against its peers."""
     policy = policy or VerdictPolicy()
     labels, keys = node_names(records)
-    groups = _gpu_groups(records, policy)
+    groups = _gpu_groups(records, policy, labels)
     kinds = [_gpu_kind(records, "matmul", "msmf", "MSMF", policy, groups),
              _gpu_kind(records, "lemon", "lemon", "lemon GEMM", policy, groups),
              _pairwise_kind(records, policy, labels, keys),
