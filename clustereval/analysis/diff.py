@@ -72,7 +72,7 @@ def _nodes(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 def _repeat_test(old: dict[str, Any], new: dict[str, Any], change: float) -> tuple[float, float] | None:
     """(standard error of the change, two-sided p) from both runs' repeat noise; None when a run has none."""
-    ns = []
+    ns: list[tuple[float, int]] = []
     for f in (old, new):
         noise, df = f.get("noise_frac"), int(f.get("noise_df") or 0)
         if noise is None or df < 1:
@@ -82,9 +82,9 @@ def _repeat_test(old: dict[str, Any], new: dict[str, Any], change: float) -> tup
     if var <= 0:
         return 0.0, (0.0 if change else 1.0)
     # Welch-Satterthwaite degrees of freedom for the two variances
-    df = var ** 2 / sum(v ** 2 / d for v, d in ns if v > 0)
+    welch_df = var ** 2 / sum(v ** 2 / d for v, d in ns if v > 0)
     se = math.sqrt(var)
-    return se, min(1.0, 2 * t_sf(abs(change) / se, df))
+    return se, min(1.0, 2 * t_sf(abs(change) / se, welch_df))
 
 
 def _judge(old: dict[str, Any], new: dict[str, Any], fio_tolerance: float) -> FigureChange:
@@ -96,18 +96,19 @@ def _judge(old: dict[str, Any], new: dict[str, Any], fio_tolerance: float) -> Fi
         basis = f"the stated storage tolerance of {fio_tolerance * 100:g}%"
     else:
         noise, basis = None, "a run holds one value of it: no repeat noise to judge by"
+    change: float | None = None
     if ov is not None and nv is not None and ov:
-        change: float | None = (nv - ov) / ov
+        moved = (nv - ov) / ov
+        change = moved
         if old["kind"] in TOLERANCE_KINDS:
-            judgement = BEYOND if abs(change) > fio_tolerance else WITHIN
-        elif (test := _repeat_test(old, new, change)) is not None:
+            judgement = BEYOND if abs(moved) > fio_tolerance else WITHIN
+        elif (test := _repeat_test(old, new, moved)) is not None:
             noise, p_value = test
             basis = f"the repeat noise of both runs ({old.get('noise_basis', '')}; {new.get('noise_basis', '')})"
             judgement = WITHIN
         else:
             judgement = NOT_JUDGED
     else:
-        change = None
         # a figure that vanished (a dead GPU, a failed pair) or appeared is a change of state
         judgement = WITHIN if (ov is None and nv is None and old.get("state") == new.get("state")) else BEYOND
     return FigureChange(id=new["id"], kind=new["kind"], subject=new.get("subject", new["id"]),

@@ -85,7 +85,7 @@ def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy:
     out = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="TFLOPS", noun="GPU", policy=policy)
     for n in rec.nodes:
         for g in n.gpus:
-            if g.gpu in n.dead or getattr(g, "error", ""):
+            if g.gpu in n.dead or bool(getattr(g, "error", "")):
                 continue  # a dead GPU is its own finding, not a slow one
             passes = tuple(v for v in g.tflops if v is not None)
             if passes:

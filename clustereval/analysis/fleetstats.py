@@ -235,15 +235,15 @@ def judge_fleet(units: Sequence[UnitSamples], policy: VerdictPolicy | None = Non
             groups.setdefault(u.group, []).append(UnitSamples(u.unit, clean, u.group))
     judged_units = sum(len(g) for g in groups.values() if len(g) >= policy.min_units)
     out: list[GroupJudgement] = []
-    tests: list[tuple[GroupJudgement, UnitVerdict]] = []
+    tests: list[UnitVerdict] = []
     for name, members in groups.items():
         g = _group(name, members, policy, judged_units)
         out.append(g)
         if g.judged:
-            tests += [(g, u) for u in g.units]
-    rejected = holm([u.p_value for _, u in tests], policy.alpha)
-    for (_, u), rej in zip(tests, rejected, strict=True):
-        u.slow = rej and u.shortfall_frac >= policy.threshold_frac
+            tests += g.units
+    rejected = holm([v.p_value for v in tests], policy.alpha)
+    for verdict, rej in zip(tests, rejected, strict=True):
+        verdict.slow = rej and verdict.shortfall_frac >= policy.threshold_frac
     return out
 
 

@@ -216,7 +216,7 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> l
                     "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "round": p.round,
                                    "slow": p.slow, "backend": pw.backend, "error": p.error}})
     for k in fleet.kinds:
-        if k.kind != "pairwise":
+        if k.kind != "pairwise" or pw is None:
             continue
         for u in k.units:  # each node: per sample, the fastest of its pairs (analysis/fleet.py)
             fid = k.ids[u.unit]
