@@ -75,3 +75,4 @@ def test_a_rate_limited_node_is_named_with_its_confidence_and_nobody_else(tmp_pa
     assert f"{group.detectable_frac * 100:.1f}% short of its peers would have been found at 99% confidence" \
         in healthy.text
     assert _lint_bullets([found, healthy]) == []
+    print(f"\n{found.text}\n{healthy.text}")  # what the bed measured, for `pytest -s`
