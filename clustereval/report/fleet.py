@@ -25,10 +25,14 @@ from clustereval.report.units import plural
 PASS_WORDS = {1: "in one pass", 2: "in two passes", 3: "in three passes"}
 
 
+UNIT_WORDS = {"GB/s": "GBps"}  # the report's prose writes busbw in GBps, as the runbook does
+
+
 def _num(value: float, unit: str) -> str:
+    word = UNIT_WORDS.get(unit, unit)
     if unit == "TFLOPS":
-        return f"{value:.1f} {unit}"
-    return f"{value:.3f} {unit}" if value < 10 else f"{value:.1f} {unit}"
+        return f"{value:.1f} {word}"
+    return f"{value:.3f} {word}" if value < 10 else f"{value:.1f} {word}"
 
 
 def _pct(frac: float) -> str:
@@ -39,7 +43,7 @@ def _confidence(k: FleetKind) -> str:
     return f"{k.policy.confidence * 100:g}%"
 
 
-def _figures(k: FleetKind, unit: str, samples: tuple[float, ...]) -> str:
+def _figures(k: FleetKind, samples: tuple[float, ...]) -> str:
     chain = " / ".join(_num(v, k.unit) for v in samples)
     if k.kind in ("msmf", "lemon"):
         return f"{k.what} {chain} {PASS_WORDS.get(len(samples), f'in {len(samples)} passes')}"
@@ -52,7 +56,7 @@ def slow_text(k: FleetKind, g: GroupJudgement, u: UnitVerdict) -> str:
     samples = next(s.samples for s in k.units if s.unit == u.unit)
     peers = f" ({g.group})" if g.group else ""
     judged = sum(len(x.units) for x in k.groups if x.judged)
-    return (f"fleet-relative: `{u.unit}` — {_figures(k, k.unit, samples)}, {_pct(u.shortfall_frac)} below the median "
+    return (f"fleet-relative: `{u.unit}` — {_figures(k, samples)}, {_pct(u.shortfall_frac)} below the median "
             f"of the {plural(g.num_units, k.noun)} of its kind{peers}, {_num(g.median, k.unit)}; slower than its peers at "
             f"{_confidence(k)} confidence, corrected for the {plural(judged, k.noun)} judged (the practical "
             f"threshold is {_pct(k.policy.threshold_frac)}).")
