@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clustereval.analysis.fleet import policy_from
 from clustereval.compare import save_summary
 from clustereval.config import Config
 from clustereval.console import RunConsole
@@ -129,10 +130,11 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
                 for line in lines:
                     ui.tell(line)
                 scratch_for(ctx).save_moves(moves)
-        rendered = render(store, config.access, config.targets.storage)
+        policy = policy_from(config.verdicts)
+        rendered = render(store, config.access, config.targets.storage, policy)
         moved = store.write_report(rendered.markdown)
         store.write_raw("report.md.copy", rendered.markdown)
-        save_summary(store, rendered, config.access, config.targets.storage, junit_path)
+        save_summary(store, rendered, config.access, config.targets.storage, junit_path, policy=policy)
         lint_ok = finish_report(store, rendered, ui, left=left, lost=ctx.lost_nodes)
     except StoreError as exc:
         for line in exc.lines():
@@ -290,9 +292,10 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     pre = store.record_raw("preflight")
     if pre:
         access = pre.get("access", "")
-    rendered = render(store, access, config.targets.storage if config else None)
+    policy = policy_from(config.verdicts if config else None)
+    rendered = render(store, access, config.targets.storage if config else None, policy)
     moved = store.write_report(rendered.markdown)
-    save_summary(store, rendered, access, config.targets.storage if config else None, junit_path)
+    save_summary(store, rendered, access, config.targets.storage if config else None, junit_path, policy=policy)
     ui = RunConsole(console, out, live=False)
     lint_ok = finish_report(store, rendered, ui)
     ui.report_path(store.report_path, moved)  # the last line printed

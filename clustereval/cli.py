@@ -249,10 +249,13 @@ def diff(old: str, new: str, fio_tolerance: float, output: str | None, fail_on_c
                   "compared by node order and GPU index", markup=False)
     for c in rec.beyond:
         change = f"{c.change_frac * 100:+.1f}%" if c.change_frac is not None else f"{c.old_state} -> {c.new_state}"
-        out.print(f"changed beyond noise: {c.subject}: {change} (noise {c.noise_frac * 100:.1f}%)", markup=False)
+        noise = f" (noise {c.noise_frac * 100:.1f}%)" if c.noise_frac is not None else ""
+        out.print(f"changed beyond noise: {c.subject}: {change}{noise}", markup=False)
     for d in rec.drift:
         out.print(f"drift: {d.item}: {d.old or 'not set'} -> {d.new or 'not set'}", markup=False)
-    out.print(f"{len(rec.beyond)} changed beyond noise, {len(rec.within)} within noise", markup=False)
+    out.print(f"{len(rec.beyond)} changed beyond noise, {len(rec.within)} within noise"
+              + (f", {len(rec.not_judged)} not judged (one value, no repeat noise)" if rec.not_judged else ""),
+              markup=False)
     out.print(f"diff: {md_path}", markup=False)
     out.print(f"json: {json_path}", markup=False)
     problems = lint_text_of(md_path)

@@ -24,12 +24,14 @@ from clustereval.store import RunStore, atomic_write
 
 
 def save_summary(store: RunStore, rendered: Rendered, access: str, storage_targets: Any = None,
-                 junit_path: Path | None = None) -> dict[str, Any]:
-    """Write ``summary.json`` into the run folder (and the JUnit file when asked for); return the summary."""
+                 junit_path: Path | None = None, *, policy: Any = None) -> dict[str, Any]:
+    """Write ``summary.json`` into the run folder (and the JUnit file when asked for); return the summary.
+    ``policy``: the fleet verdicts' policy the report was rendered with (None: the defaults)."""
     state = store.load_state()
     records = load_records(store)
     summary = build_summary(state, records, rendered.findings, rendered.gaps, access=access,
-                            storage_targets=storage_targets, report_name=store.report_path.name, version=__version__)
+                            storage_targets=storage_targets, report_name=store.report_path.name, version=__version__,
+                            policy=policy)
     store.write_raw(SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     if junit_path is not None:
         atomic_write(Path(junit_path), junit_xml(summary))

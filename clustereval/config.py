@@ -113,6 +113,18 @@ SKIPPABLE = ("packages", "evalpython", "environment", "connectivity", "health", 
              "allreduce", "pairwise", "storage")
 
 
+GPU_PEER_KEYS = ("model", "driver", "node")  # what may make two GPUs peers in [verdicts] gpu_peers
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """How fleet-relative verdicts are judged (``[verdicts]``; docs/statistics.md says why these defaults)."""
+
+    confidence_pct: float = 99.0  # the chance that no healthy unit of the fleet is named slow
+    threshold_pct: float = 2.0  # a unit is slow only this far below its peers' median, or further
+    gpu_peers: tuple[str, ...] = ("model", "driver")  # GPUs are peers when these agree (GPU_PEER_KEYS)
+
+
 @dataclass(frozen=True)
 class Config:
     name: str = "cluster"  # report file name prefix: reports/<name>-<stamp>.md
@@ -138,6 +150,7 @@ class Config:
     cpu_ranks_per_node: int = 2  # gloo ranks per node for the network phases when a node has no GPU
     reports_dir: str = "reports"
     targets: Targets = field(default_factory=Targets)
+    verdicts: Verdicts = field(default_factory=Verdicts)
     source: str = ""  # the cluster.toml path this came from; "" for the built-in default
     given: tuple[str, ...] = ()  # dotted keys cluster.toml set explicitly ("ssh.port", "shared_paths")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clustereval.config import (
+    GPU_PEER_KEYS,
     IMPLEMENTED_ACCESS,
     SKIPPABLE,
     Config,
@@ -22,6 +23,7 @@ from clustereval.config import (
     SshConfig,
     StorageTarget,
     Targets,
+    Verdicts,
     _user,
     kubectl_access_problems,
     kubectl_config_from_table,
@@ -49,10 +51,12 @@ STORAGE_CELLS = ("16KiB-read", "16KiB-write", "1MiB-read", "1MiB-write", "1GiB-r
 
 TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scratch", "shared_paths",
             "scratch_user", "scratch_root", "eval_python", "fallback_python", "torch_index", "install_packages", "skip",
-            "rdzv_port", "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets")
+            "rdzv_port", "cpu_ranks_per_node", "reports_dir", "ssh", "slurm", "kubectl", "nccl_env", "targets",
+            "verdicts")
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "hbm_copy_gb_s", "pcie_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
+VERDICT_KEYS = ("confidence_pct", "threshold_pct", "gpu_peers")
 
 # What may reach a remote shell. Quoting would make anything safe, but a node name or path with
 # these characters is almost always a paste error, and the report and shell commands the user
@@ -308,6 +312,9 @@ class _Loader:
         targets = self._targets(data)
         if targets is not None:
             kw["targets"] = targets
+        verdicts = self._verdicts(data)
+        if verdicts is not None:
+            kw["verdicts"] = verdicts
 
         if self.problems:
             return None
@@ -513,6 +520,43 @@ class _Loader:
                                              source=source))
             kw["storage"] = tuple(entries)
         return Targets(**kw)
+
+
+    def _verdicts(self, data: dict) -> Verdicts | None:
+        table = self.get(data, "verdicts", dict, what="a table ([verdicts])")
+        if table is None:
+            return None
+        prefix = ("verdicts",)
+        self.unknown(table, VERDICT_KEYS, prefix)
+        kw: dict[str, Any] = {}
+        confidence = self.get(table, "confidence_pct", (int, float), prefix, "a percentage", "99")
+        if confidence is not None:
+            if 50 < confidence < 100:
+                kw["confidence_pct"] = float(confidence)
+            else:
+                self.problem((*prefix, "confidence_pct"), f"verdicts.confidence_pct must be above 50 and below 100, "
+                             f"not {_show(confidence)}", "e.g. confidence_pct = 99 (a percentage, not a fraction)")
+        threshold = self.get(table, "threshold_pct", (int, float), prefix, "a percentage", "2")
+        if threshold is not None:
+            if 0 < threshold <= 50:
+                kw["threshold_pct"] = float(threshold)
+            else:
+                self.problem((*prefix, "threshold_pct"), f"verdicts.threshold_pct must be above 0 and at most 50, "
+                             f"not {_show(threshold)}", "e.g. threshold_pct = 2 (the runbook's 2% rule)")
+        peers = self.string_list(table, "gpu_peers", prefix)
+        if peers is not None:
+            keys: list[str] = []
+            for line, item in peers:
+                if item not in GPU_PEER_KEYS:
+                    self.problem((*prefix, "gpu_peers"), f"unknown GPU peer key {item!r} in verdicts.gpu_peers",
+                                 f"choose from {', '.join(GPU_PEER_KEYS)}, e.g. gpu_peers = [\"model\", \"driver\"]",
+                                 line=line)
+                elif item in keys:
+                    self.problem((*prefix, "gpu_peers"), f"{item!r} is listed twice in verdicts.gpu_peers", line=line)
+                else:
+                    keys.append(item)
+            kw["gpu_peers"] = tuple(keys)
+        return Verdicts(**kw)
 
 
 def _kind_name(kinds: tuple) -> str:

@@ -79,12 +79,12 @@ def load_records(store: RunStore) -> dict[str, Any]:
 
 
 def view_of(store: RunStore, state: RunState, access: str, records: dict[str, Any],
-            shortenings: tuple[tuple[str, str], ...] = (), targets: Any = None) -> RunView:
+            shortenings: tuple[tuple[str, str], ...] = (), targets: Any = None, policy: Any = None) -> RunView:
     # the passes the operator left out (`skip` in cluster.toml, or --phases without them)
     not_asked = tuple(p for p in PHASES if p != "preflight" and state.phases_planned and p not in state.phases_planned)
     return RunView(name=state.name, stamp=state.stamp, raw_rel=store.raw_rel, access=access,
                    records=records, profile=state.profile, shortenings=shortenings,
-                   interrupted=state.interrupted, targets=targets, not_asked=not_asked)
+                   interrupted=state.interrupted, targets=targets, not_asked=not_asked, policy=policy)
 
 
 def run_phase(phase: Phase, ctx: RunContext) -> Any:
@@ -281,14 +281,15 @@ def unfinished(state: RunState, phases: list[str]) -> list[str]:
     return [p for p in phases if p != "preflight" and not state.done(p)]
 
 
-def render(store: RunStore, access: str, targets: Any = None) -> Rendered:
+def render(store: RunStore, access: str, targets: Any = None, policy: Any = None) -> Rendered:
     """``targets``: the storage targets of the config as it is now (None: those recorded with the scan),
-    so adding targets to cluster.toml and re-rendering judges the stored measurements against them.
+    so adding targets to cluster.toml and re-rendering judges the stored measurements against them;
+    ``policy`` likewise the fleet verdicts' ``[verdicts]`` (None: the defaults).
     What the run's profile shortened comes from the profile stored with the run, so a re-render says
     it as the run did."""
     state = store.load_state()
     shortenings = PROFILES.get(state.profile, PROFILES["standard"]).shortenings
-    rendered = render_report(view_of(store, state, access, load_records(store), shortenings, targets))
+    rendered = render_report(view_of(store, state, access, load_records(store), shortenings, targets, policy))
     for rel, data in rendered.files.items():  # plots drawn from the records: a re-render redraws them
         store.write_raw(rel, data)
     return rendered

@@ -113,9 +113,16 @@ def test_slow_gpu_confirmed_in_three_passes_and_a_dip_that_did_not_repeat(tmp_pa
     assert "saw idle siblings" in perf
     lemon = section(md, "Find underperforming GPUs")
     assert "**TLDR:** under-performing: `blah-176(node0):gpu2`" in lemon
-    slow = [f for f in out.findings if f.category == "underperforming"]
+    slow = [f for f in out.findings if f.category == "underperforming" and not f.text.startswith("fleet-relative")]
     assert len(slow) == 1 and slow[0].text.startswith("`blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS in three "
                                                        "passes, 4.0–6.5% below the node median each time; lemon GEMM")
+    # beside it, the same GPU against its peers, with the confidence; gpu3's dip is noise, not a verdict
+    (fleet,) = [f for f in out.findings if f.text.startswith("fleet-relative")]
+    assert fleet.category == "underperforming" and fleet.text.startswith(
+        "fleet-relative: `blah-176(node0):gpu2` — MSMF 705.0 TFLOPS / 701.0 TFLOPS / 704.0 TFLOPS in three passes, "
+        # the GPUs' means 750.0, 750.7, 703.3 and 742.0 TFLOPS: median 746.0 TFLOPS, 5.7% above gpu2's
+        "5.7% below the median of the 4 GPUs of its kind (NVIDIA H200, unknown driver), 746.0 TFLOPS;")
+    assert "slower than its peers at 99% confidence, corrected for the 4 GPUs judged" in fleet.text
     assert not [f for f in out.findings if f.category == "healthy"]
     lint(md, tmp_path)
     assert "- **GPUs** — `blah-176(node0):gpu2` — MSMF 705 / 701 / 704 TFLOPS" in md

@@ -272,6 +272,8 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     cfg = load_config(path)
     assert cfg.nccl_env == (("NCCL_IB_HCA", "mlx5"),) and cfg.targets.gpu_bf16_tflops == 989.0
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
+    assert (cfg.verdicts.confidence_pct, cfg.verdicts.threshold_pct, cfg.verdicts.gpu_peers) == (
+        99.0, 2.0, ("model", "driver"))
 
 
 def test_slurm_table_loads_and_needs_no_hostfile(tmp_path):
@@ -337,3 +339,27 @@ def test_slurm_sample_configs_in_the_docs_load(tmp_path, doc):
     assert cfg.shared_paths == ("/lustre/project",) and cfg.slurm.salloc_args == ("--exclusive",)
     # every [slurm] key the sample shows is one the loader knows, and the doc names the salloc form
     assert "salloc --nodes" in text and "SLURM_JOB_ID" in text
+
+
+def test_verdicts_table_loads_and_defaults(tmp_path):
+    from clustereval.config import Verdicts
+
+    assert load_config(write(tmp_path, 'nodes = ["localhost"]\n')).verdicts == Verdicts()
+    path = write(tmp_path, 'nodes = ["localhost"]\n[verdicts]\nconfidence_pct = 99.9\nthreshold_pct = 3\n'
+                           'gpu_peers = ["model", "node"]\n')
+    cfg = load_config(path)
+    assert cfg.verdicts == Verdicts(confidence_pct=99.9, threshold_pct=3.0, gpu_peers=("model", "node"))
+    assert "verdicts.confidence_pct" in cfg.given
+
+
+def test_verdicts_problems_have_lines(tmp_path):
+    path = write(tmp_path, 'nodes = ["localhost"]\n[verdicts]\nconfidence_pct = 0.99\nthreshold_pct = -1\n'
+                           'gpu_peers = [\n  "model",\n  "rack",\n  "model",\n]\nconfidance = 3\n')
+    msgs = problems(path)
+    assert msgs[0].startswith(f"{path}:3: verdicts.confidence_pct must be above 50 and below 100, not 0.99")
+    assert "a percentage, not a fraction" in msgs[0]
+    assert msgs[1].startswith(f"{path}:4: verdicts.threshold_pct must be above 0 and at most 50, not -1")
+    assert msgs[2].startswith(f"{path}:7: unknown GPU peer key 'rack' in verdicts.gpu_peers")
+    assert msgs[3].startswith(f"{path}:8: 'model' is listed twice in verdicts.gpu_peers")
+    assert msgs[4].startswith(f"{path}:10: unknown key 'verdicts.confidance'") and "confidence_pct" in msgs[4]
+    assert len(msgs) == 5

@@ -39,7 +39,13 @@ def test_healthy_run_passes_and_needs_input_is_skipped(tmp_path):
     assert cases["GPUs"].find("failure") is None and cases["GPUs"].find("skipped") is None
     skipped = cases["local disk"].find("skipped")
     assert skipped is not None and skipped.get("message").startswith("Needs operator input: ")
-    assert int(root.get("tests")) == len(cases) and int(root.get("skipped")) == 3  # fabric, local disk, shared FS
+    # fabric, local disk, shared FS; and in the fleet suite the 2-node groups, too small to judge
+    fleet = _cases(root, "clustereval.fleet")
+    assert {n for n, c in fleet.items() if c.find("skipped") is not None} == {
+        "pairwise", "busbw-intra", "concurrent-write (writing to `/data`)"}
+    assert all(c.find("failure") is None for c in fleet.values()) and len(fleet) == 5
+    assert "detectable_frac: 0.0" in fleet["msmf (NVIDIA H200, driver 580.95.05)"].find("system-out").text
+    assert int(root.get("tests")) == len(cases) + len(fleet) and int(root.get("skipped")) == 3 + 3
 
 
 def test_one_failing_case_per_underperforming_subsystem(tmp_path):
@@ -47,14 +53,23 @@ def test_one_failing_case_per_underperforming_subsystem(tmp_path):
     records["storage"].targets = [StorageTarget("/tmp", bw_mib_s={"1MiB-write": 980.0, "1GiB-write": 2000.0},
                                                 source="the provider's sheet")]
     root, summary, report = _junit(tmp_path, records)
-    failed = {c.get("name"): c.find("failure") for c in root.iter("testcase") if c.find("failure") is not None}
+    failed = {name: c.find("failure") for name, c in _cases(root, "clustereval.verdicts").items()
+              if c.find("failure") is not None}
     under = {v["subsystem"] for v in summary["verdicts"] if v["category"] == "underperforming"}
     assert set(failed) == under == {"GPUs", "local disk"}
-    assert root.get("failures") == "2"
+    assert root.get("failures") == "3"  # the two subsystems, and the GPUs' fleet-relative case
     gpu = failed["GPUs"]
     assert gpu.get("type") == "Underperforming"
     assert gpu.get("message").startswith("`gpu-b(node1):gpu0` — MSMF ")
-    assert gpu.get("message") in report  # the report's own sentence
+    texts = [v["text"] for v in summary["verdicts"] if v["subsystem"] == "GPUs"]
+    assert gpu.get("message") == " ".join(texts) and all(t in report for t in texts)  # the report's own sentences
+    assert any(t.startswith("fleet-relative: `gpu-b(node1):gpu0`") for t in texts)
+    fleet = {name: c for name, c in _cases(root, "clustereval.fleet").items()}
+    (slow_name,) = [n for n, c in fleet.items() if c.find("failure") is not None]
+    assert slow_name.startswith("msmf (NVIDIA H200")
+    message = fleet[slow_name].find("failure").get("message")
+    assert message.startswith("gpu-b(node1):gpu0 ") and "below the median of 8 peers" in message and "p = " in message
+    assert fleet["pairwise"].find("skipped").get("message") == "not judged: too small"
     assert "1 MiB write" in failed["local disk"].get("message") and failed["local disk"].get("message") in report
     target = next(v["target"] for v in summary["verdicts"] if v["subsystem"] == "local disk")
     assert target["bw_mib_s"] == {"1MiB-write": 980.0, "1GiB-write": 2000.0} and target["mount"] == "/tmp"

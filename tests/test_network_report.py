@@ -16,7 +16,7 @@ from clustereval.records.network import (
     SweepRow,
 )
 from clustereval.report.markdown import Document
-from clustereval.report.network import render_network
+from clustereval.report.network import pairwise_lines, render_network
 from clustereval.report.render import RunView, render_findings
 
 GIB = 2**30
@@ -225,3 +225,20 @@ def test_pairwise_with_a_failed_pair_and_with_every_pair_failed_passes_lint():
     (launcher,) = [f for f in findings if f.subsystem == "torchrun"]
     assert launcher.category == "underperforming" and "says nothing about the fabric" in launcher.text
     assert not [f for f in findings if f.subsystem == "fabric" and "pairwise" in f.text]
+
+
+def test_suspects_the_round_budget_left_are_said_as_neither_named_nor_cleared(tmp_path):
+    names = [f"n{i}" for i in range(8)]
+    pairs = [PairResult("n0", "n1", 1, 90.0), PairResult("n2", "n3", 1, 60.0), PairResult("n4", "n5", 1, 60.5),
+             PairResult("n6", "n7", 1, 61.0), PairResult("n2", "n0", 2, 61.0)]
+    pw = PairwiseRecord(payload_bytes=GIB, backend="nccl", ranks_per_node=8, num_rounds=2, pairs=pairs,
+                        mean_busbw_gb_s=66.5, unresolved=["n2", "n3", "n4"])
+    md, _ = render(view_for(names, intra_peaks=[345.0] * 8, inter_peak=95.0, pairwise=pw))
+    assert ("The hunt stopped at its budget of 2 rounds; 3 nodes it suspected were neither named nor cleared (too "
+            "few nodes seen fast to pair them with): `gpu-002(node2)`, `gpu-003(node3)`, `gpu-004(node4)`.") in md
+    from clustereval.report.lint import lint_text
+
+    para = next(ln for ln in md.splitlines() if ln.startswith("The hunt stopped"))
+    page = ("# Cluster eval\n\n## Network\n\n" + para + "\n")
+    assert [p for p in lint_text(page) if p.line == 5] == []
+    assert "unresolved at the 2-round budget: n2, n3, n4" in pairwise_lines(pw)

@@ -1,6 +1,7 @@
 """Pairwise schedules and straggler naming, including the 1024-node simulation."""
 
 import itertools
+import math
 import random
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from clustereval.analysis.stragglers import (
     judge,
     key,
+    round_budget,
     round_robin,
     run_round_robin,
     screen_and_confirm,
@@ -147,3 +149,24 @@ def test_1024_healthy_nodes_name_nobody():
     names, model = simulated_cluster(1024, {}, noise_pct=1.0, seed=9)
     result = screen_and_confirm(names, model.measure, seed=9)
     assert result.stragglers == []
+
+
+@pytest.mark.parametrize("num_nodes", [8, 16, 64, 1024])
+def test_the_hunt_stays_within_two_log2_n_rounds_and_names_no_healthy_node(num_nodes):
+    # three slow nodes among eight leave one healthy screening pair of four: the fastest pair sets the bar;
+    # 1.5% per pair is the median of the phase's five samples at about 3% noise each
+    for seed in range(20):
+        planted = {i: 0.8 + 0.03 * k for k, i in enumerate(random.Random(seed).sample(range(num_nodes), 3))}
+        names, model = simulated_cluster(num_nodes, planted, noise_pct=1.5, seed=seed)
+        result = screen_and_confirm(names, model.measure, seed=seed)
+        assert result.stragglers == sorted(names[i] for i in planted), seed
+        assert result.rounds <= round_budget(num_nodes) == int(2 * math.log2(num_nodes)) and not result.unresolved
+
+
+def test_suspects_past_the_round_budget_are_unresolved_not_named():
+    # a name takes two slow pairs with trusted partners: a budget of two rounds (screen, one confirmation)
+    # leaves every suspect unresolved
+    names, model = simulated_cluster(8, {0: 0.7, 1: 0.7, 2: 0.7}, seed=1)
+    result = screen_and_confirm(names, model.measure, seed=1, max_rounds=2)
+    assert result.rounds == 2 and result.stragglers == []
+    assert set(names[:3]) <= set(result.unresolved) <= set(result.suspects_after_screen)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clustereval.analysis.summary import SUMMARY_FILE, SUMMARY_SCHEMA_VERSION, build_summary
+from clustereval.analysis.summary import NO_REPEATS, SUMMARY_FILE, SUMMARY_SCHEMA_VERSION, build_summary
 from clustereval.records import Gap
 from clustereval.store import RunState
 from tests import compute_records as cr
@@ -46,11 +46,16 @@ def test_summary_holds_cluster_figures_verdicts_and_phases(tmp_path):
     intra = figs[f"busbw-intra/node0/{2**20}"]
     assert intra["unit"] == "GB/s" and intra["subject"] == "intra-node all-reduce on gpu-a(node0) at 1 MiB"
     assert figs[f"busbw-inter/2-nodes/{2**28}"]["provenance"]["num_ranks"] == NUM_GPUS * len(HOSTS)
-    assert figs["pairwise/node0+node1"]["noise_frac"] == 0.05
+    # one sample in the pair: no repeat noise of its own, and no fixed percentage stands in for it
+    pair = figs["pairwise/node0+node1"]
+    assert pair["noise_frac"] is None and pair["noise_basis"] == NO_REPEATS and pair["samples"] == [pair["value"]]
+    assert s["verdict_policy"]["confidence"] == 0.99 and s["verdict_policy"]["threshold_frac"] == 0.02
+    assert {(f["kind"], f["num_units"], f["judged"], f["why_not"]) for f in s["fleet"]} >= {
+        ("msmf", 8, True, ""), ("lemon", 8, True, ""), ("pairwise", 2, False, "too small")}
     fio = figs["fio/node0/tmp/1MiB-write"]
     assert fio["unit"] == "MiB/s" and fio["cell"] == "1MiB-write" and fio["mount"] == "/tmp"
     assert {f["kind"] for f in s["figures"]} == {"msmf", "mamf", "lemon", "busbw-intra", "busbw-inter", "pairwise",
-                                                   "fio", "concurrent-write"}
+                                                   "pairwise-node", "fio", "concurrent-write"}
     assert figs["concurrent/node1/data"]["value"] > 0
 
     words = {(v["subsystem"], v["verdict"]) for v in s["verdicts"]}
@@ -62,16 +67,31 @@ def test_summary_holds_cluster_figures_verdicts_and_phases(tmp_path):
     assert {p["outcome"] for p in s["phases"]} == {"ok"}
 
 
-def test_three_pass_spread_sets_a_gpus_noise():
+def test_a_gpus_noise_is_its_peers_pooled_repeat_noise():
     passes = [{0: 700.0, 1: 700.0, 2: 660.0, 3: 700.0}, {0: 700.0, 1: 700.0, 2: 700.0, 3: 700.0},
               {0: 700.0, 1: 700.0, 2: 690.0, 3: 700.0}]
     records = {"matmul": cr.matmul([passes], hosts=("gpu-a",))}
     s = build_summary(RunState(name="h200", stamp="2026-11-30-1938Z"), records, [], [])
     figs = {f["id"]: f for f in s["figures"]}
-    assert figs["msmf/node0/gpu2"]["passes"] == [660.0, 700.0, 690.0]
-    assert abs(figs["msmf/node0/gpu2"]["noise_frac"] - 40 / 690) < 1e-4
-    assert "spread of its 3 passes" in figs["msmf/node0/gpu2"]["noise_basis"]
-    assert figs["msmf/node0/gpu0"]["noise_frac"] == 0.02  # no spread: the runbook's 2% rule
+    gpu2 = figs["msmf/node0/gpu2"]
+    assert gpu2["passes"] == gpu2["samples"] == [660.0, 700.0, 690.0]
+    # gpu2's passes: sd 20.817 TFLOPS over a mean of 683.33 (3.046%), 2 degrees of freedom; the other
+    # three GPUs repeat exactly: pooled over 8 degrees of freedom, sqrt(2 * 0.03046^2 / 8) = 1.523%
+    assert abs(gpu2["noise_frac"] - 0.015232) < 2e-5 and gpu2["noise_df"] == 8
+    assert gpu2["noise_basis"] == "the repeats of its 4 peers, pooled"
+    assert figs["msmf/node0/gpu0"]["noise_frac"] == gpu2["noise_frac"]  # the same pool, not a fixed 2%
+    fleet = gpu2["fleet"]
+    assert fleet["median"] == 700.0 and fleet["num_peers"] == 4 and not fleet["slow"]
+    assert abs(fleet["shortfall_frac"] - (700 - 683.3333) / 700) < 1e-5
+
+
+def test_one_value_with_no_peers_has_no_noise():
+    records = {"matmul": cr.matmul([[{0: 700.0, 1: 690.0}]], hosts=("gpu-a",))}
+    s = build_summary(RunState(name="h200", stamp="2026-11-30-1938Z"), records, [], [])
+    figs = {f["id"]: f for f in s["figures"]}
+    # two GPUs are too few to judge, but their spread still says how much one value moves
+    assert figs["msmf/node0/gpu1"]["fleet"]["judged"] is False
+    assert figs["mamf/node0"]["noise_frac"] is None and figs["mamf/node0"]["noise_basis"] == NO_REPEATS
 
 
 def test_failed_phase_and_gaps_are_in_the_summary(tmp_path):

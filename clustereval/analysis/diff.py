@@ -1,21 +1,27 @@
 """Two ``summary.json`` documents -> what changed between the runs. Pure.
 
-Each figure both runs hold is judged against the noise the runs show: a GPU's three-pass spread
-(never below the runbook's 2% rule), the spread between an all-reduce payload's two timings, the
-pairwise hunt's threshold, and for fio and the concurrent write a stated tolerance the user may
-override. A change larger than that noise is "changed beyond noise"; anything else is "within noise".
-Runs of different hosts are compared by node order and GPU index, and the record says so.
+Each figure both runs hold is judged against the repeat noise both runs show (``noise_frac`` per
+repeat and its degrees of freedom, over the figure's repeats: its own, or its peers' pooled, see
+``analysis.fleet``): Welch's t on the two means, Holm-corrected over every figure judged, at the
+later run's stated confidence. A change whose "no change" is rejected is "changed beyond noise",
+anything else "within noise"; a figure one run holds as a single value with nothing to take its
+noise from is "not judged" (no made-up percentage stands in). fio and the concurrent write run once
+per cell, so they are judged against a stated tolerance the user may override. Runs of different
+hosts are compared by node order and GPU index, and the record says so.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
+from clustereval.analysis.fleetstats import holm, t_sf
 from clustereval.analysis.storage import EQUIVALENCE_TOLERANCE
 from clustereval.errors import UsageError
 from clustereval.records.diff import (
     BEYOND,
+    NOT_JUDGED,
     WITHIN,
     DiffRecord,
     Drift,
@@ -64,26 +70,56 @@ def _nodes(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {n["index"]: n for n in doc.get("cluster", {}).get("nodes", [])}
 
 
+def _repeat_test(old: dict[str, Any], new: dict[str, Any], change: float) -> tuple[float, float] | None:
+    """(standard error of the change, two-sided p) from both runs' repeat noise; None when a run has none."""
+    ns: list[tuple[float, int]] = []
+    for f in (old, new):
+        noise, df = f.get("noise_frac"), int(f.get("noise_df") or 0)
+        if noise is None or df < 1:
+            return None
+        ns.append((float(noise) ** 2 / max(1, len(f.get("samples") or [0])), df))
+    var = ns[0][0] + ns[1][0]
+    if var <= 0:
+        return 0.0, (0.0 if change else 1.0)
+    # Welch-Satterthwaite degrees of freedom for the two variances
+    welch_df = var ** 2 / sum(v ** 2 / d for v, d in ns if v > 0)
+    se = math.sqrt(var)
+    return se, min(1.0, 2 * t_sf(abs(change) / se, welch_df))
+
+
 def _judge(old: dict[str, Any], new: dict[str, Any], fio_tolerance: float) -> FigureChange:
+    """One figure's change; a repeat-judged change is WITHIN until Holm's correction (``diff_summaries``)."""
     ov, nv = old.get("value"), new.get("value")
+    p_value = None
     if old["kind"] in TOLERANCE_KINDS:
-        noise, basis = fio_tolerance, f"the stated storage tolerance of {fio_tolerance * 100:g}%"
+        noise: float | None = fio_tolerance
+        basis = f"the stated storage tolerance of {fio_tolerance * 100:g}%"
     else:
-        pick = max((old, new), key=lambda f: f.get("noise_frac") or 0.0)
-        noise, basis = float(pick.get("noise_frac") or 0.0), pick.get("noise_basis", "")
+        noise, basis = None, "a run holds one value of it: no repeat noise to judge by"
+    change: float | None = None
     if ov is not None and nv is not None and ov:
-        change = (nv - ov) / ov
-        # a figure whose state changed (a GPU that now fails its memory test) changed, whatever its value
-        judgement = BEYOND if abs(change) > noise or old.get("state", "ok") != new.get("state", "ok") else WITHIN
+        moved = (nv - ov) / ov
+        change = moved
+        if old.get("state", "ok") != new.get("state", "ok"):
+            # a figure whose state changed (a GPU that now fails its memory test) changed, whatever its value
+            judgement = BEYOND
+        elif old["kind"] in TOLERANCE_KINDS:
+            judgement = BEYOND if abs(moved) > fio_tolerance else WITHIN
+        elif (test := _repeat_test(old, new, moved)) is not None:
+            noise, p_value = test
+            basis = f"the repeat noise of both runs ({old.get('noise_basis', '')}; {new.get('noise_basis', '')})"
+            judgement = WITHIN
+        else:
+            judgement = NOT_JUDGED
     else:
-        change = None
         # a figure that vanished (a dead GPU, a failed pair) or appeared is a change of state
         judgement = WITHIN if (ov is None and nv is None and old.get("state") == new.get("state")) else BEYOND
     return FigureChange(id=new["id"], kind=new["kind"], subject=new.get("subject", new["id"]),
                         unit=new.get("unit", ""), old_value=ov, new_value=nv, change_frac=change,
                         noise_frac=noise, noise_basis=basis, judgement=judgement,
                         old_state=old.get("state", "ok"), new_state=new.get("state", "ok"),
-                        old_subject=old.get("subject", "") if old.get("subject") != new.get("subject") else "")
+                        old_subject=old.get("subject", "") if old.get("subject") != new.get("subject") else "",
+                        p_value=p_value)
 
 
 def _one_sided(old: dict[str, Any], new: dict[str, Any], old_figs: dict[str, Any],
@@ -210,6 +246,10 @@ def diff_summaries(old: dict[str, Any], new: dict[str, Any], *, fio_tolerance: f
     old_figs = {f["id"]: f for f in old.get("figures", [])}
     new_figs = {f["id"]: f for f in new.get("figures", [])}
     rec.changes = [_judge(old_figs[fid], new_figs[fid], fio_tolerance) for fid in new_figs if fid in old_figs]
+    rec.confidence = float(new.get("verdict_policy", {}).get("confidence", rec.confidence))
+    tested = [c for c in rec.changes if c.p_value is not None]
+    for c, rejected in zip(tested, holm([c.p_value or 0.0 for c in tested], 1 - rec.confidence), strict=True):
+        c.judgement = BEYOND if rejected else WITHIN
     rec.one_sided = _one_sided(old, new, old_figs, new_figs)
     rec.drift = _drift(old, new)
     rec.verdicts = _verdicts(old, new)

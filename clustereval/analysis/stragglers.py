@@ -7,12 +7,13 @@ names a node only when all its pairs are slower than any sample the healthy pair
 machine) raises it and a quiet one lowers it.
 ``screen_and_confirm`` is the large-N strategy: one round of disjoint pairs screens every node, a
 second round pairs each suspect with a node already seen fast, so a few slow nodes among a thousand
-are named in 2-3 rounds instead of N-1. ``measure`` callbacks take a round (a list of disjoint
+are named in 2-3 rounds instead of N-1, never more than ``round_budget(N)`` = 2·log2 N. ``measure`` callbacks take a round (a list of disjoint
 pairs) and return busbw per pair (None: the pair did not complete).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -178,26 +179,41 @@ def run_round_robin(nodes: Sequence[str], measure: MeasureRound, threshold_pct: 
     return judge(busbw, threshold_pct), busbw, len(rounds)
 
 
+CONFIRMATIONS = 2  # a suspect is named after this many slow pairs with different trusted partners
+
+
+def round_budget(num_nodes: int) -> int:
+    """The most rounds a hunt over ``num_nodes`` nodes may take: 2·log2 N (at least 2, a screen and a
+    confirmation), so localisation stays O(log N) however many nodes there are."""
+    return max(2, math.floor(2 * math.log2(max(2, num_nodes))))
+
+
 @dataclass
 class ScreenResult:
     stragglers: list[str]
     rounds: int
     pairs_measured: int
     suspects_after_screen: list[str]
+    unresolved: list[str] = field(default_factory=list)  # suspects still waiting for a trusted partner at the budget
 
 
 def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pct: float = 5.0,
-                       seed: int = 0, max_rounds: int = 8) -> ScreenResult:
+                       seed: int = 0, max_rounds: int | None = None) -> ScreenResult:
     """Localise slow nodes in a few rounds of disjoint pairs (for large N).
 
     Round 1 pairs every node with a random partner. Both members of a pair more than
-    ``threshold_pct`` below the round's median are suspects; members of the other pairs are
-    trusted. Each later round pairs every remaining suspect with a different trusted node: a
-    suspect whose pair is slow again is a straggler, one whose pair is fast is cleared. Suspects
+    ``threshold_pct`` below the round's upper quartile (its fastest pair below 8 pairs) are suspects;
+    members of the other pairs are trusted. Each later round pairs every remaining suspect with a
+    trusted node: a suspect whose pair is slow with ``CONFIRMATIONS`` trusted partners in turn is a
+    straggler, one whose pair is fast is cleared (a healthy node is named only if two pairs with
+    healthy partners both fall below the limit by chance). Suspects
     left without a trusted partner wait for the next round (trusted nodes are plentiful unless most
-    nodes are slow). The round's median is the reference because a slow pair's both members are in
-    it and the mean would follow a large set of slow nodes downwards.
+    nodes are slow). The round's upper quartile is the reference because a slow pair's both members
+    are in it: the mean, and with a third of the nodes slow even the median, would follow the slow
+    pairs downwards. At most ``max_rounds`` rounds
+    (default ``round_budget(N)``); a suspect still waiting then is listed as unresolved, never named.
     """
+    max_rounds = max_rounds or round_budget(len(nodes))
     rng = random.Random(seed)
     order = list(nodes)
     rng.shuffle(order)
@@ -205,8 +221,10 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     measured = 0
     res = {k: _median(v) for k, v in measure(first).items()}
     measured += len(first)
-    done = [v for v in res.values() if v is not None]
-    ref = statistics.median(done) if done else 0.0
+    done = sorted(v for v in res.values() if v is not None)
+    # the upper quartile: with 30% of the nodes slow, half the pairs hold one and the median is a slow pair;
+    # with fewer than 8 pairs the fastest, since three slow nodes among eight leave one healthy pair of four
+    ref = (done[(3 * (len(done) - 1)) // 4] if len(done) >= 8 else done[-1]) if done else 0.0
     limit = ref * (1 - threshold_pct / 100)
     suspects: list[str] = []
     trusted: list[str] = []
@@ -221,6 +239,7 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     stragglers: list[str] = []
     rounds = 1
     pending = list(suspects)
+    slow_with: dict[str, int] = {}  # suspect -> trusted partners it was slow with so far
     while pending and rounds < max_rounds:
         rounds += 1
         partners = list(trusted)
@@ -230,13 +249,17 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         res = {k: _median(v) for k, v in measure(this_round).items()}
         measured += len(this_round)
         for (s, _partner), v in zip(this_round, (res.get(p) for p in this_round), strict=True):
-            if v is None or v < limit:
+            if v is not None and v >= limit:
+                trusted.append(s)  # cleared: it can partner later suspects
+                continue
+            slow_with[s] = slow_with.get(s, 0) + 1
+            if slow_with[s] >= CONFIRMATIONS:
                 stragglers.append(s)
             else:
-                trusted.append(s)  # cleared: it can partner later suspects
+                waiting.append(s)  # once more, with another trusted partner
         pending = waiting
     return ScreenResult(stragglers=sorted(stragglers), rounds=rounds, pairs_measured=measured,
-                        suspects_after_screen=screened)
+                        suspects_after_screen=screened, unresolved=sorted(pending))
 
 
 @dataclass

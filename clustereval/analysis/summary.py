@@ -11,7 +11,8 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from clustereval.analysis.gpu_passes import BELOW_MEDIAN
+from clustereval.analysis.fleet import FleetKind, fleet_judgements
+from clustereval.analysis.fleetstats import DETECTION_PROBABILITY, VerdictPolicy
 from clustereval.analysis.gpupass import judge
 from clustereval.analysis.gpus import gpu_label
 from clustereval.analysis.network import intra_spec
@@ -20,17 +21,13 @@ from clustereval.analysis.storage import cell_key, target_for
 from clustereval.records import Finding, Gap, to_dict
 from clustereval.report.units import iec_whole
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2  # 2: figures carry their repeats and fleet statistics; noise is repeat noise only
 SUMMARY_KIND = "clustereval-summary"
 SUMMARY_FILE = "summary.json"
 
 VERDICT_WORDS = {"healthy": "Healthy", "underperforming": "Underperforming", "needs_input": "Needs operator input"}
 
-# How much a figure moves between two runs of the same hardware when nothing changed, where a run
-# holds no repeat of its own: the runbook's 2% rule for GPUs, the pairwise hunt's threshold for pairs.
-GPU_NOISE_FLOOR = BELOW_MEDIAN
-ALLREDUCE_NOISE_FLOOR = 0.02
-COPY_NOISE_FLOOR = 0.03  # a copy bandwidth's run-to-run movement (the gpupass benchmark's bidirectional bound)
+NO_REPEATS = "one value: no repeat of its own and no peers to take its noise from"
 
 SOFTWARE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl", "python")
 HOST_FIELDS = ("os", "kernel")
@@ -68,23 +65,57 @@ class _Nodes:
         return f"node{i}" if i is not None else name
 
 
-def _spread(values: list[float]) -> float | None:
-    """(max - min) / median of repeated measurements; None with fewer than two."""
+def _own_noise(values: list[float]) -> tuple[float | None, int]:
+    """(standard deviation / mean of repeated measurements, degrees of freedom); None with one."""
     if len(values) < 2:
-        return None
-    med = statistics.median(values)
-    return (max(values) - min(values)) / med if med else None
+        return None, 0
+    mean = statistics.fmean(values)
+    return (statistics.stdev(values) / mean if mean else None), len(values) - 1
+
+
+class _Fleet:
+    """Figure id -> the fleet statistics behind it (``analysis.fleet``)."""
+
+    def __init__(self, kinds: list[FleetKind]) -> None:
+        self.kinds = kinds
+        self.by_id: dict[str, tuple[FleetKind, Any, Any]] = {}
+        for k in kinds:
+            for g in k.groups:
+                for u in g.units:
+                    self.by_id[k.ids[u.unit]] = (k, g, u)
+
+    def noise(self, fid: str, samples: list[float]) -> dict[str, Any]:
+        """The figure's repeats and repeat noise: its peers' pooled noise where the fleet judged it
+        (its own when it is clearly noisier), else its own repeats, else none."""
+        hit = self.by_id.get(fid)
+        own, own_df = _own_noise(samples)
+        out: dict[str, Any] = {"samples": [round(v, 4) for v in samples]}
+        if hit is not None and hit[1].noise_df > 0 and hit[1].noise_frac > 0:
+            k, g, u = hit
+            if u.own_noise:
+                noise, df, basis = u.noise_frac, u.num_repeats - 1, f"its own {len(samples)} repeats"
+            elif g.noise_basis == "repeats":
+                noise, df, basis = g.noise_frac, g.noise_df, f"the repeats of its {g.num_units} peers, pooled"
+            else:
+                noise, df, basis = g.noise_frac, g.noise_df, f"the spread of its {g.num_units} peers"
+            out.update(noise_frac=round(noise, 6), noise_df=df, noise_basis=basis, fleet={
+                "group": g.group, "num_peers": g.num_units, "median": round(g.median, 4),
+                "mad": round(g.mad, 4), "shortfall_frac": round(u.shortfall_frac, 6),
+                "se_frac": round(u.se_frac, 6), "p_value": u.p_value, "slow": u.slow,
+                "judged": g.judged, "confidence": k.policy.confidence, "threshold_frac": k.policy.threshold_frac})
+        elif own:  # identical repeats say nothing about how much the figure moves
+            out.update(noise_frac=round(own, 6), noise_df=own_df, noise_basis=f"its own {len(samples)} repeats")
+        else:
+            out.update(noise_frac=None, noise_df=0, noise_basis=NO_REPEATS)
+        return out
 
 
 def _passes_figure(kind: str, node: Any, gpu: int, passes: list[float | None], dead: bool,
-                   provenance: dict[str, Any]) -> dict[str, Any]:
+                   provenance: dict[str, Any], fleet: _Fleet) -> dict[str, Any]:
     alive = [v for v in passes if v is not None]
-    spread = _spread(alive)
-    noise = max(GPU_NOISE_FLOOR, spread or 0.0)
-    basis = (f"the spread of its {len(alive)} passes" if spread is not None and spread > GPU_NOISE_FLOOR
-             else "the runbook's 2% rule for a GPU against its node")
+    fid = f"{kind}/node{node.index}/gpu{gpu}"
     return {
-        "id": f"{kind}/node{node.index}/gpu{gpu}",
+        "id": fid,
         "kind": kind,
         "subject": gpu_label(node.hostname or node.node, node.index, gpu),
         "node": node.index,
@@ -93,8 +124,7 @@ def _passes_figure(kind: str, node: Any, gpu: int, passes: list[float | None], d
         "unit": "TFLOPS",
         "state": "dead" if dead else ("ok" if alive else "no result"),
         "passes": [round(v, 3) if v is not None else None for v in passes],
-        "noise_frac": round(noise, 5),
-        "noise_basis": basis,
+        **fleet.noise(fid, [] if dead else alive),
         "provenance": provenance,
     }
 
@@ -106,7 +136,7 @@ def _timing_provenance(t: Any) -> dict[str, Any]:
             "label": t.label}
 
 
-def _compute_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
+def _compute_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     mm = records.get("matmul")
     for n in getattr(mm, "nodes", None) or []:
@@ -116,7 +146,7 @@ def _compute_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"id": f"mamf/node{n.index}", "kind": "mamf",
                         "subject": f"{gpu_label(n.hostname or n.node, n.index, 0)}", "node": n.index, "gpu": 0,
                         "value": round(t.mean_tflops, 3), "unit": "TFLOPS", "state": "ok",
-                        "noise_frac": GPU_NOISE_FLOOR, "noise_basis": "the runbook's 2% rule for a GPU against its node",
+                        **fleet.noise(f"mamf/node{n.index}", [t.mean_tflops]),
                         "provenance": {"phase": "matmul", "record": "matmul.record.json", "dtype": mm.dtype,
                                        **_timing_provenance(t)}})
         for g in n.gpus:
@@ -125,18 +155,19 @@ def _compute_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
                     "shape": list(n.msmf_shape) if n.msmf_shape else None,
                     "power_w": first.power_w if first else None, "sm_mhz": first.sm_mhz if first else None,
                     "underperforming": g.gpu in n.underperforming}
-            out.append(_passes_figure("msmf", n, g.gpu, list(g.tflops), g.gpu in n.dead, prov))
+            out.append(_passes_figure("msmf", n, g.gpu, list(g.tflops), g.gpu in n.dead, prov, fleet))
     lemon = records.get("lemon")
     for n in getattr(lemon, "nodes", None) or []:
         for g in n.gpus:
             prov = {"phase": "lemon", "record": "lemon.record.json", "dtype": lemon.dtype,
                     "shape": [lemon.size, lemon.size, lemon.size], "power_w": g.power_w, "sm_mhz": g.sm_mhz,
                     "sm_count": g.sm_count, "underperforming": g.gpu in n.underperforming}
-            out.append(_passes_figure("lemon", n, g.gpu, list(g.tflops), bool(g.error) or g.gpu in n.dead, prov))
+            out.append(_passes_figure("lemon", n, g.gpu, list(g.tflops), bool(g.error) or g.gpu in n.dead, prov,
+                                      fleet))
     return out
 
 
-def _gpupass_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
+def _gpupass_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, Any]]:
     """Per GPU: HBM copy, pinned H2D and D2H; per GPU pair: the copy. A GPU whose memory test or vote
     failed carries that as its state."""
     rec = records.get("gpupass")
@@ -151,7 +182,6 @@ def _gpupass_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
             worst[p.label] = "memory errors"
         elif p.kind in ("vote", "repeat", "reference") and worst.get(p.label) != "memory errors":
             worst[p.label] = "wrong result"
-    basis = f"a {COPY_NOISE_FLOOR:.0%} floor for copy bandwidths"
     for n in rec.nodes:
         for g in n.gpus:
             label = gpu_label(n.hostname or n.node, n.index, g.gpu)
@@ -160,34 +190,36 @@ def _gpupass_figures(records: dict[str, Any]) -> list[dict[str, Any]]:
                                 ("pcie-d2h", solo.d2h_gb_s if solo else None)):
                 if value is None:
                     continue
-                out.append({"id": f"{kind}/node{n.index}/gpu{g.gpu}", "kind": kind, "subject": label, "node": n.index,
+                fid = f"{kind}/node{n.index}/gpu{g.gpu}"
+                out.append({"id": fid, "kind": kind, "subject": label, "node": n.index,
                             "gpu": g.gpu, "value": round(value, 3), "unit": "GB/s", "state": worst.get(label, "ok"),
-                            "noise_frac": COPY_NOISE_FLOOR, "noise_basis": basis,
+                            **fleet.noise(fid, [value]),
                             "provenance": {"phase": "gpupass", "record": "gpupass.record.json", "quick": rec.quick,
                                            "pcie_gen": g.link.gen_under_load, "pcie_width": g.link.width_under_load,
                                            "mem_bytes_tested": g.mem_bytes_tested}})
         for c in n.p2p:
             if c.write_gb_s is None:
                 continue
-            out.append({"id": f"p2p-write/node{n.index}/gpu{c.src}-gpu{c.dst}", "kind": "p2p-write",
+            fid = f"p2p-write/node{n.index}/gpu{c.src}-gpu{c.dst}"
+            out.append({"id": fid, "kind": "p2p-write",
                         "subject": f"{gpu_label(n.hostname or n.node, n.index, c.src)} to gpu{c.dst}",
                         "node": n.index, "value": round(c.write_gb_s, 3), "unit": "GB/s", "state": "ok",
-                        "noise_frac": COPY_NOISE_FLOOR, "noise_basis": basis,
+                        **fleet.noise(fid, [c.write_gb_s]),
                         "provenance": {"phase": "gpupass", "record": "gpupass.record.json",
                                        "bidir_gb_s": c.bidir_gb_s}})
     return out
 
 
-def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | None) -> list[dict[str, Any]]:
+def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | None,
+                   fleet: _Fleet) -> list[dict[str, Any]]:
     out = []
     blocking = {r.payload_bytes: r for r in sweep.blocking_rows}
     for r in sweep.rows:
         b = blocking.get(r.payload_bytes)
-        # the run's two timings of this payload (back to back, and one call at a time) bound its noise
-        two = abs(r.busbw_gb_s - b.busbw_gb_s) / r.busbw_gb_s if b and r.busbw_gb_s else None
-        noise = max(ALLREDUCE_NOISE_FLOOR, two or 0.0)
+        # one timing per payload: its noise comes from its peers where the fleet judged it, else there is none
+        fid = f"{kind}/{where}/{r.payload_bytes}"
         out.append({
-            "id": f"{kind}/{where}/{r.payload_bytes}",
+            "id": fid,
             "kind": kind,
             "subject": f"{subject} at {iec_whole(r.payload_bytes)}",
             **({"node": node} if node is not None else {}),
@@ -195,9 +227,7 @@ def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | 
             "value": round(r.busbw_gb_s, 4),
             "unit": "GB/s",
             "state": "ok" if r.check_ok else "wrong result",
-            "noise_frac": round(noise, 5),
-            "noise_basis": ("the difference between its back-to-back and one-call-at-a-time timings"
-                            if two is not None and two > ALLREDUCE_NOISE_FLOOR else "a 2% floor for all-reduce timings"),
+            **fleet.noise(fid, [r.busbw_gb_s]),
             "provenance": {"phase": "allreduce", "record": "allreduce.record.json", "scope": sweep.scope,
                            "num_ranks": sweep.num_ranks, "backend": sweep.backend, "algbw_gb_s": round(r.algbw_gb_s, 4),
                            "time_s": r.time_s, "iterations": r.iterations, "method": r.method,
@@ -206,17 +236,18 @@ def _sweep_figures(sweep: Any, kind: str, where: str, subject: str, node: int | 
     return out
 
 
-def _network_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, Any]]:
+def _network_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     ar = records.get("allreduce")
     for s in getattr(ar, "intra", None) or []:
         if s.nodes:
             out += _sweep_figures(s, "busbw-intra", nodes.key(s.nodes[0]),
-                                  f"intra-node all-reduce on {nodes.label(s.nodes[0])}", nodes.idx(s.nodes[0]))
+                                  f"intra-node all-reduce on {nodes.label(s.nodes[0])}", nodes.idx(s.nodes[0]), fleet)
     if ar is not None and ar.inter is not None and len(ar.inter.nodes) >= 2:
         # the node count is part of the name: busbw over 2 nodes and over 4 nodes are different figures
         num = len(ar.inter.nodes)
-        out += _sweep_figures(ar.inter, "busbw-inter", f"{num}-nodes", f"inter-node all-reduce over {num} nodes", None)
+        out += _sweep_figures(ar.inter, "busbw-inter", f"{num}-nodes", f"inter-node all-reduce over {num} nodes", None,
+                              fleet)
     pw = records.get("pairwise")
     for p in getattr(pw, "pairs", None) or []:
         a, b = sorted((p.a, p.b), key=lambda x: (nodes.idx(x) is None, nodes.idx(x) or 0, x))
@@ -225,14 +256,25 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, A
                     "nodes": [nodes.idx(a), nodes.idx(b)], "payload_bytes": pw.payload_bytes,
                     "value": round(p.busbw_gb_s, 4) if p.busbw_gb_s is not None else None, "unit": "GB/s",
                     "state": "ok" if p.busbw_gb_s is not None else "did not complete",
-                    "noise_frac": pw.threshold_pct / 100,
-                    "noise_basis": f"the pairwise hunt's {pw.threshold_pct:g}% threshold",
+                    # an older record's pair holds its median alone
+                    **fleet.noise("", list(p.samples_gb_s or [p.busbw_gb_s]) if p.busbw_gb_s is not None else []),
                     "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "round": p.round,
                                    "slow": p.slow, "backend": pw.backend, "error": p.error}})
+    for k in fleet.kinds:
+        if k.kind != "pairwise" or pw is None:
+            continue
+        for u in k.units:  # each node: per sample, the fastest of its pairs (analysis/fleet.py)
+            fid = k.ids[u.unit]
+            out.append({"id": fid, "kind": "pairwise-node", "subject": u.unit,
+                        "node": nodes.idx(k.names[u.unit]),
+                        "payload_bytes": pw.payload_bytes, "value": round(statistics.fmean(u.samples), 4),
+                        "unit": "GB/s", "state": "ok", **fleet.noise(fid, list(u.samples)),
+                        "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "backend": pw.backend,
+                                       "named": k.names[u.unit] in pw.stragglers}})
     return out
 
 
-def _storage_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, Any]]:
+def _storage_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     st = records.get("storage")
     if st is None:
@@ -259,6 +301,8 @@ def _storage_figures(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, A
                         "value": round(w.mib_s, 3) if not w.error else None, "unit": "MiB/s",
                         "state": "ok" if not w.error else "failed",
                         "noise_frac": None, "noise_basis": "the fio tolerance",
+                        **{k: v for k, v in fleet.noise(f"concurrent/{nodes.key(w.node)}{cw.mount}",
+                                                         [w.mib_s]).items() if k == "fleet"},
                         "provenance": {"phase": "storage", "record": "storage.record.json", "tool": cw.tool,
                                        "bytes_written": w.bytes_written, "seconds": w.seconds, "error": w.error}})
     return out
@@ -388,16 +432,36 @@ def phase_outcomes(records: dict[str, Any], state: Any) -> list[dict[str, Any]]:
     return out
 
 
+def fleet_summary(kinds: list[FleetKind]) -> list[dict[str, Any]]:
+    """One entry per kind of figure and peer group: the fleet's centre, spread, noise and verdicts."""
+    out = []
+    for k in kinds:
+        for g in k.groups:
+            out.append({"kind": k.kind, "subsystem": k.subsystem, "unit": k.unit, "group": g.group,
+                        "num_units": g.num_units, "median": round(g.median, 4), "mad": round(g.mad, 4),
+                        "spread_frac": round(g.spread_frac, 6), "noise_frac": round(g.noise_frac, 6),
+                        "noise_basis": g.noise_basis, "noise_df": g.noise_df, "typical_repeats": g.typical_repeats,
+                        "judged": g.judged, "why_not": g.why_not,
+                        "detectable_frac": round(g.detectable_frac, 6) if g.detectable_frac is not None else None,
+                        "slow": [{"subject": u.unit, "id": k.ids[u.unit], "shortfall_frac": round(u.shortfall_frac, 6),
+                                  "p_value": u.p_value} for u in g.slow]})
+    return out
+
+
 def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], gaps: list[Gap], *,
                   access: str = "", storage_targets: Any = None, report_name: str = "",
-                  version: str = "") -> dict[str, Any]:
-    """``state``: the run's ``RunState``; ``findings`` / ``gaps``: what the report rendered from ``records``."""
+                  version: str = "", policy: VerdictPolicy | None = None) -> dict[str, Any]:
+    """``state``: the run's ``RunState``; ``findings`` / ``gaps``: what the report rendered from ``records``;
+    ``policy``: the fleet verdicts' (``[verdicts]``; None: the defaults), as the report used it."""
+    policy = policy or VerdictPolicy()
+    kinds = fleet_judgements(records, policy)
+    fleet = _Fleet(kinds)
     nodes = _Nodes(records)
     entries = _node_entries(records, nodes)
     models = Counter(e["gpu_model"] for e in entries if e["gpu_model"])
     counts = Counter(e["num_gpus"] for e in entries)
-    figures = (_compute_figures(records) + _gpupass_figures(records) + _network_figures(records, nodes)
-               + _storage_figures(records, nodes))
+    figures = (_compute_figures(records, fleet) + _gpupass_figures(records, fleet)
+               + _network_figures(records, nodes, fleet) + _storage_figures(records, nodes, fleet))
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "kind": SUMMARY_KIND,
@@ -416,6 +480,10 @@ def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], 
             "nccl_logged": _nccl_logged(records),
             "mounts": _mounts(records, nodes),
         },
+        "verdict_policy": {"confidence": policy.confidence, "threshold_frac": policy.threshold_frac,
+                           "gpu_peers": list(policy.group_by), "min_units": policy.min_units,
+                           "detection_probability": DETECTION_PROBABILITY},
+        "fleet": fleet_summary(kinds),
         "figures": figures,
         "verdicts": [{"category": f.category, "verdict": VERDICT_WORDS.get(f.category, f.category),
                       "subsystem": f.subsystem, "text": f.text,

@@ -90,6 +90,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
     if use_screen:
         screen = st.screen_and_confirm(names, measure, threshold_pct)
         rec.num_rounds = screen.rounds
+        rec.unresolved = list(screen.unresolved)
     else:
         _, _, rec.num_rounds = st.run_round_robin(names, measure, threshold_pct)
     samples_by_pair = {st.key(r.a, r.b): r.samples_gb_s for r in results}

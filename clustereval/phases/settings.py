@@ -391,8 +391,10 @@ class PairwiseSettings:
     threshold_pct: float = 5.0
     """A node is named only when every sample of its pairs is slower than any healthy pair ran,
     less this much, in percent."""
-    round_robin_max_nodes: int = 16
-    """Up to this many nodes every pair is measured; above, slow nodes are screened in a few rounds."""
+    round_robin_max_nodes: int = 4
+    """Up to this many nodes every pair is measured; above, slow nodes are screened in a few rounds.
+    The full schedule's N-1 rounds stay within the hunt's budget of 2·log2 N rounds up to 4 nodes
+    (8 nodes would take 7 rounds against a budget of 6)."""
     sweep_timeout_s: float = 1800.0
     """One pair's job, in seconds."""
 

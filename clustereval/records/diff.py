@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DIFF_SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 2  # 2: changes judged on both runs' repeat noise (se_frac, p_value); "not judged"
 BEYOND = "changed beyond noise"
 WITHIN = "within noise"
+NOT_JUDGED = "not judged"  # a run holds one value of it and no repeat noise to judge the change by
 
 
 @dataclass
@@ -43,12 +44,13 @@ class FigureChange:
     old_value: float | None
     new_value: float | None
     change_frac: float | None  # (new - old) / old; None when either has no value
-    noise_frac: float  # the larger noise of the two runs (or the fio tolerance)
+    noise_frac: float | None  # the change's standard error from both runs' repeat noise (or the fio tolerance)
     noise_basis: str
-    judgement: str  # BEYOND | WITHIN
+    judgement: str  # BEYOND | WITHIN | NOT_JUDGED
     old_state: str = "ok"
     new_state: str = "ok"
     old_subject: str = ""  # the earlier run's name for it, when the hosts differ
+    p_value: float | None = None  # two-sided, Welch's t on both runs' repeat noise; None: not from repeats
 
     @property
     def beyond(self) -> bool:
@@ -99,6 +101,7 @@ class DiffRecord:
     matched_by: str = "hostname"  # hostname | node order and GPU index
     pairing: list[NodePairing] = field(default_factory=list)  # filled when the hosts differ
     fio_tolerance: float = 0.05
+    confidence: float = 0.99  # changes are judged at this confidence, Holm-corrected over the figures judged
     changes: list[FigureChange] = field(default_factory=list)  # every figure both runs hold
     one_sided: list[OneSided] = field(default_factory=list)
     drift: list[Drift] = field(default_factory=list)
@@ -114,4 +117,8 @@ class DiffRecord:
 
     @property
     def within(self) -> list[FigureChange]:
-        return [c for c in self.changes if not c.beyond]
+        return [c for c in self.changes if c.judgement == WITHIN]
+
+    @property
+    def not_judged(self) -> list[FigureChange]:
+        return [c for c in self.changes if c.judgement == NOT_JUDGED]

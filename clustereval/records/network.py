@@ -241,5 +241,6 @@ class PairwiseRecord(PhaseRecord):
     rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
+    unresolved: list[str] = field(default_factory=list)  # screened suspects the round budget left unconfirmed
     heatmap: str = ""  # raw-folder path of a pair-matrix PNG drawn by the run (older runs; the report draws it now)
     wall_seconds: float = 0.0

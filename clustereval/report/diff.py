@@ -29,6 +29,7 @@ KIND_WORDS = {
     "busbw-intra": "intra-node all-reduce busbw",
     "busbw-inter": "inter-node all-reduce busbw",
     "pairwise": "pairwise all-reduce busbw",
+    "pairwise-node": "pairwise all-reduce busbw per node (its fastest pair)",
     "fio": "fio bandwidth per mount and cell",
     "concurrent-write": "concurrent write per node",
 }
@@ -136,13 +137,17 @@ def _runs(rec: DiffRecord, doc: Document) -> None:
                     f"`{p.new}`" if p.new else "not in this run"] for p in rec.pairing], "lll")
     beyond, within = rec.beyond, rec.within
     tol = rec.fio_tolerance * 100
-    doc.para(f"{EXPANSIONS} Each change is judged against the noise the runs show: a GPU against the spread of its "
-             "three passes (never less than the runbook's 2% rule), an all-reduce payload against the difference "
-             "between its back-to-back and one-call-at-a-time timings (never less than 2%), a node pair against the "
-             f"pairwise hunt's threshold, and fio and the concurrent write against a tolerance of {tol:g}% "
-             f"(`--fio-tolerance`). Of the {plural(len(rec.changes), 'measurement')} both runs hold, "
-             f"{plural(len(beyond), 'measurement')} changed beyond noise and {plural(len(within), 'measurement')} "
-             f"{'is' if len(within) == 1 else 'are'} within noise.")
+    unjudged = rec.not_judged
+    doc.para(f"{EXPANSIONS} Each change is judged against the repeat noise both runs show: a figure's own repeats "
+             "(a GPU's passes, a node pair's samples) or, for a figure measured once, the pooled repeats or the "
+             "spread of its peers in the same run; the noise column is the change's standard error from both runs. "
+             f"A change counts as beyond noise when the runs' repeats show it at {rec.confidence * 100:g}% confidence, "
+             "corrected for the number of figures judged. fio and the concurrent write run once per cell and are "
+             f"judged against a tolerance of {tol:g}% (`--fio-tolerance`). Of the "
+             f"{plural(len(rec.changes), 'measurement')} both runs hold, {plural(len(beyond), 'measurement')} changed "
+             f"beyond noise and {plural(len(within), 'measurement')} {'is' if len(within) == 1 else 'are'} within noise"
+             + (f"; {plural(len(unjudged), 'measurement')} a run holds as one value with nothing to take its noise "
+                "from, so the change is stated and not judged." if unjudged else "."))
 
 
 def _beyond(rec: DiffRecord, doc: Document) -> None:
@@ -151,7 +156,7 @@ def _beyond(rec: DiffRecord, doc: Document) -> None:
         return
     doc.heading(2, "Changes beyond noise")
     rows = [[KIND_WORDS.get(c.kind, c.kind), _subject(c), _value(c, "old"), _value(c, "new"),
-             UNIT_WORDS.get(c.unit, c.unit), _pct(c.change_frac), f"{c.noise_frac * 100:.1f}"]
+             UNIT_WORDS.get(c.unit, c.unit), _pct(c.change_frac), _noise(c)]
             for c in sorted(beyond, key=lambda c: (KIND_ORDER.index(c.kind) if c.kind in KIND_ORDER else 99, c.id))]
     doc.table(["figure", "what", "earlier", "later", "unit", "change (%)", "noise (%)"], rows, "llrrlrr")
     for c in beyond:
@@ -175,8 +180,25 @@ def _within(rec: DiffRecord, doc: Document) -> None:
         big = max(moved, key=lambda c: abs(c.change_frac or 0.0)) if moved else None
         rows.append([KIND_WORDS.get(kind, kind), str(len(items)),
                      f"{_pct(big.change_frac)} ({_subject(big)})" if big else "no value in either run",
-                     f"{max(c.noise_frac for c in items) * 100:.1f}"])
+                     f"{max(c.noise_frac or 0.0 for c in items) * 100:.1f}"])
     doc.table(["figure", "figures", "largest change (%)", "noise (%)"], rows, "lrll")
+
+
+def _noise(c: FigureChange) -> str:
+    return f"{c.noise_frac * 100:.1f}" if c.noise_frac is not None else "no value"
+
+
+def _not_judged(rec: DiffRecord, doc: Document) -> None:
+    items = rec.not_judged
+    if not items:
+        return
+    doc.heading(2, "Not judged")
+    doc.para("These figures are one value in a run, with no repeat and no peers to take their noise from, so their "
+             "change is stated and not judged.")
+    rows = [[KIND_WORDS.get(c.kind, c.kind), _subject(c), _value(c, "old"), _value(c, "new"),
+             UNIT_WORDS.get(c.unit, c.unit), _pct(c.change_frac)]
+            for c in sorted(items, key=lambda c: (KIND_ORDER.index(c.kind) if c.kind in KIND_ORDER else 99, c.id))]
+    doc.table(["figure", "what", "earlier", "later", "unit", "change (%)"], rows, "llrrlr")
 
 
 def _one_sided(rec: DiffRecord, doc: Document) -> None:
@@ -230,6 +252,7 @@ def render_diff(rec: DiffRecord, raw_rel: str) -> str:
     _runs(rec, doc)
     _beyond(rec, doc)
     _within(rec, doc)
+    _not_judged(rec, doc)
     _one_sided(rec, doc)
     _drift(rec, doc)
     _verdicts(rec, doc, raw_rel)

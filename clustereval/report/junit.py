@@ -1,9 +1,10 @@
 """``summary.json`` -> JUnit XML of the verdicts, in the Ant/Jenkins form CI systems read. Pure.
 
 One test case per subsystem verdict and one per Gap. A subsystem with an Underperforming finding
-is a failed case, its message the report's own sentence; Needs operator input and a Gap are
+is a failed case, its message the report's own sentences; Needs operator input and a Gap are
 skipped cases (nothing could be judged), with the sentence and the plan as the message; a Healthy
-subsystem passes.
+subsystem passes. A third suite holds the fleet-relative statistics, one case per kind of figure
+and peer group.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 SUITE_VERDICTS = "clustereval.verdicts"
 SUITE_GAPS = "clustereval.gaps"
+SUITE_FLEET = "clustereval.fleet"
 _RANK = {"underperforming": 0, "needs_input": 1, "healthy": 2}
 
 
@@ -50,6 +52,32 @@ def _iso(summary: dict[str, Any]) -> str:
     return started.rstrip("Z") if len(started) >= 19 else "1970-01-01T00:00:00"
 
 
+def _fleet_suite(root: ET.Element, summary: dict[str, Any], run_id: str, stamp: str) -> ET.Element:
+    """One case per kind of figure and peer group: failed when a unit is slower than its peers at the
+    stated confidence, skipped when the group was too small or had nothing to judge by, else passed."""
+    suite = _suite(root, SUITE_FLEET, run_id, stamp)
+    props = ET.SubElement(suite, "properties")
+    for key, value in (summary.get("verdict_policy") or {}).items():
+        ET.SubElement(props, "property", {"name": key, "value": str(value)})
+    for g in summary.get("fleet", []):
+        name = g["kind"] + (f" ({g['group']})" if g.get("group") else "")
+        case = _case(suite, SUITE_FLEET, name)
+        if g.get("slow"):
+            message = "; ".join(f"{u['subject']} {u['shortfall_frac'] * 100:.1f}% below the median of "
+                                f"{g['num_units']} peers ({g['median']} {g['unit']}), p = {u['p_value']:.2g}"
+                                for u in g["slow"])
+            ET.SubElement(case, "failure", {"message": message, "type": "SlowerThanPeers"}).text = message
+        elif not g.get("judged"):
+            ET.SubElement(case, "skipped", {"message": f"not judged: {g.get('why_not') or 'nothing to judge by'}"})
+        # the statistics ride in the case's output (the Ant schema gives a case no properties)
+        ET.SubElement(case, "system-out").text = "\n".join(
+            f"{key}: {g.get(key)}" for key in ("num_units", "median", "unit", "mad", "noise_frac", "noise_basis",
+                                               "noise_df", "detectable_frac", "judged", "why_not"))
+    ET.SubElement(suite, "system-out").text = f"fleet-relative verdicts of {run_id}"
+    ET.SubElement(suite, "system-err").text = ""
+    return suite
+
+
 def junit_xml(summary: dict[str, Any]) -> str:
     run_id = summary.get("run", {}).get("id", "") or "clustereval"
     stamp = _iso(summary)
@@ -78,7 +106,8 @@ def junit_xml(summary: dict[str, Any]) -> str:
         ET.SubElement(case, "skipped", {"message": text + (f" Plan: {plan}" if plan else "")})
     ET.SubElement(gaps, "system-out").text = f"gaps of {run_id}"
     ET.SubElement(gaps, "system-err").text = ""
-    totals = [_count(s) for s in (verdicts, gaps)]
+    fleet = _fleet_suite(root, summary, run_id, stamp)
+    totals = [_count(s) for s in (verdicts, gaps, fleet)]
     root.set("tests", str(sum(t[0] for t in totals)))
     root.set("failures", str(sum(t[1] for t in totals)))
     root.set("errors", "0")

@@ -462,6 +462,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
     elif slow:
         doc.para("No node has all its pairs slow, so the slow pairs point at links between those nodes rather "
                  "than at one node.")
+    _unresolved(view, doc, pw)
     if pw.why_not_judged:
         who = f"; {', '.join(node_label(view, x) for x in pw.not_joined)} joined no pair" if pw.not_joined else ""
         out.findings.append(Finding("underperforming", "torchrun",
@@ -499,6 +500,14 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
                                     f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))
 
 
+def _unresolved(view: RunView, doc: Document, pw: PairwiseRecord) -> None:
+    """Suspects of the screening round that the hunt's round budget left unconfirmed: neither named nor cleared."""
+    if pw.unresolved:
+        doc.para(f"The hunt stopped at its budget of {plural(pw.num_rounds, 'round')}; "
+                 f"{plural(len(pw.unresolved), 'node')} it suspected were neither named nor cleared (too few nodes "
+                 "seen fast to pair them with): " + ", ".join(f"`{node_label(view, s)}`" for s in pw.unresolved) + ".")
+
+
 def pairwise_lines(pw: PairwiseRecord) -> list[str]:
     """What `clustereval pairwise` prints: every pair, the bar, the ranked nodes, the stragglers."""
     lines = [f"{iec_precise(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
@@ -519,4 +528,6 @@ def pairwise_lines(pw: PairwiseRecord) -> list[str]:
         if s.slow_pairs:
             lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")
     lines.append("stragglers: " + (", ".join(pw.stragglers) if pw.stragglers else "none named"))
+    if pw.unresolved:
+        lines.append(f"unresolved at the {pw.num_rounds}-round budget: " + ", ".join(pw.unresolved))
     return lines

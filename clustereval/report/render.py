@@ -38,6 +38,7 @@ class RunView:
     interrupted: bool = False
     targets: Any = None  # storage targets (config.StorageTarget list) read at render time; None: the record's
     not_asked: tuple[str, ...] = ()  # phases the operator left out of the run (cluster.toml's skip, --phases)
+    policy: Any = None  # fleet verdicts' policy (fleetstats.VerdictPolicy) read at render time; None: the defaults
 
     def __post_init__(self) -> None:
         self.records = {phase: said(rec) for phase, rec in self.records.items()}  # Gap facts -> words
@@ -88,6 +89,7 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
         gaps += result.gaps
         questions += result.questions
         files.update(result.files)
+    findings = fleet_findings(view, findings)
     render_findings(doc, findings)
     # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
     # to the close-out
@@ -118,6 +120,13 @@ def once(gaps: list[Gap]) -> list[Gap]:
             seen.add(gap_key(g))
             out.append(g)
     return out
+
+
+def fleet_findings(view: RunView, findings: list[Finding]) -> list[Finding]:
+    """Every unit against its peers, beside the spec verdicts (``report/fleet.py``)."""
+    from clustereval.report.fleet import with_fleet_findings
+
+    return with_fleet_findings(view, findings)
 
 
 def render_findings(doc: Document, findings: list[Finding]) -> None:

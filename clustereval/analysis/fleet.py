@@ -1,0 +1,185 @@
+"""The run's per-unit figures -> fleet judgements (``fleetstats``), one per kind of figure. Pure.
+
+What is judged, and what makes two units peers:
+
+| kind | unit | repeats | peers |
+| --- | --- | --- | --- |
+| ``msmf`` | GPU | its MSMF passes | GPUs of the same model and driver (``gpu_peers``) |
+| ``lemon`` | GPU | its lemon GEMM passes | as ``msmf`` |
+| ``pairwise`` | node | per sample, the fastest of its pairs | every node of the hunt |
+| ``busbw-intra`` | node | one figure, at the largest payload every node ran | every node |
+| ``concurrent-write`` | node | one write | nodes writing to the same mount |
+
+A node's pairwise repeat is the fastest of its pairs at that sample because a healthy node paired
+with a slow one is slowed by its partner, and its pairs with healthy nodes show its own speed.
+Units with one figure each take the fleet's spread as their noise (``fleetstats``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustereval.analysis.fleetstats import GroupJudgement, UnitSamples, VerdictPolicy, judge_fleet
+from clustereval.analysis.gpus import gpu_label
+
+
+@dataclass
+class FleetKind:
+    """One kind of figure judged over the fleet."""
+
+    kind: str  # msmf | lemon | pairwise | busbw-intra | concurrent-write
+    subsystem: str  # the Findings label: GPUs | fabric | shared network FS
+    what: str  # the figure in the report's words: "MSMF", "pairwise all-reduce busbw"
+    unit: str  # TFLOPS | GB/s | MiB/s
+    noun: str  # what a unit is: GPU | node
+    units: list[UnitSamples] = field(default_factory=list)
+    ids: dict[str, str] = field(default_factory=dict)  # unit label -> summary.json figure id
+    names: dict[str, str] = field(default_factory=dict)  # unit label -> configured node name
+    groups: list[GroupJudgement] = field(default_factory=list)
+    policy: VerdictPolicy = field(default_factory=VerdictPolicy)
+
+    @property
+    def slow(self) -> list[Any]:
+        return [u for g in self.groups for u in g.slow]
+
+
+def policy_from(verdicts: Any) -> VerdictPolicy:
+    """``[verdicts]`` of cluster.toml (``config.Verdicts``; None: the defaults) -> the policy."""
+    if verdicts is None:
+        return VerdictPolicy()
+    return VerdictPolicy(confidence=verdicts.confidence_pct / 100, threshold_frac=verdicts.threshold_pct / 100,
+                         group_by=tuple(verdicts.gpu_peers))
+
+
+def _gpu_groups(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str]) -> dict[str, str]:
+    """Configured node name -> its GPUs' peer group, in words ("NVIDIA H200, driver 570.86")."""
+    env = records.get("environment")
+    out: dict[str, str] = {}
+    models: dict[str, str] = {}
+    for phase in ("matmul", "lemon"):
+        for n in getattr(records.get(phase), "nodes", None) or []:
+            models.setdefault(n.node, getattr(n, "gpu_name", "") or "")
+    drivers: dict[str, str] = {}
+    for n in getattr(env, "nodes", None) or []:
+        if n.gpus:
+            models[n.node] = models.get(n.node) or n.gpus[0].name
+            drivers[n.node] = n.gpus[0].driver_version or getattr(n.software, "driver", "") or ""
+    for name in set(models) | set(drivers):
+        parts = []
+        if "model" in policy.group_by:
+            parts.append(models.get(name, "") or "unknown model")
+        if "driver" in policy.group_by:
+            parts.append(f"driver {drivers[name]}" if drivers.get(name) else "unknown driver")
+        if "node" in policy.group_by:
+            parts.append(f"node {labels.get(name, name)}")
+        out[name] = ", ".join(parts)
+    return out
+
+
+def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy: VerdictPolicy,
+              groups: dict[str, str]) -> FleetKind | None:
+    rec = records.get(phase)
+    if rec is None:
+        return None
+    out = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="TFLOPS", noun="GPU", policy=policy)
+    for n in rec.nodes:
+        for g in n.gpus:
+            if g.gpu in n.dead or bool(getattr(g, "error", "")):
+                continue  # a dead GPU is its own finding, not a slow one
+            passes = tuple(v for v in g.tflops if v is not None)
+            if passes:
+                label = gpu_label(n.hostname or n.node, n.index, g.gpu)
+                out.units.append(UnitSamples(label, passes, groups.get(n.node, "")))
+                out.ids[label] = f"{kind}/node{n.index}/gpu{g.gpu}"
+    return out if out.units else None
+
+
+def _pairwise_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str],
+                   keys: dict[str, str]) -> FleetKind | None:
+    pw = records.get("pairwise")
+    if pw is None or not pw.pairs:
+        return None
+    out = FleetKind(kind="pairwise", subsystem="fabric", what="pairwise all-reduce busbw", unit="GB/s",
+                    noun="node", policy=policy)
+    nodes = sorted({x for p in pw.pairs for x in (p.a, p.b)}, key=lambda x: (keys.get(x, x), x))
+    for name in nodes:
+        mine = [p.samples_gb_s or ([p.busbw_gb_s] if p.busbw_gb_s is not None else [])
+                for p in pw.pairs if name in (p.a, p.b)]
+        mine = [s for s in mine if s]
+        if not mine:
+            continue
+        depth = min(len(s) for s in mine)
+        best = tuple(max(s[j] for s in mine) for j in range(depth))
+        label = labels.get(name, name)
+        out.units.append(UnitSamples(label, best))  # one fabric: every node of the hunt is a peer
+        out.ids[label] = f"pairwise-node/{keys.get(name, name)}"
+        out.names[label] = name
+    return out if out.units else None
+
+
+def _intra_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str],
+                keys: dict[str, str]) -> FleetKind | None:
+    ar = records.get("allreduce")
+    sweeps = [s for s in getattr(ar, "intra", None) or [] if s.rows and s.nodes]
+    if len(sweeps) < 2:
+        return None
+    common = set.intersection(*({r.payload_bytes for r in s.rows if r.check_ok} for s in sweeps))
+    if not common:
+        return None
+    payload = max(common)
+    out = FleetKind(kind="busbw-intra", subsystem="fabric", what="intra-node all-reduce busbw", unit="GB/s",
+                    noun="node", policy=policy)
+    for s in sweeps:
+        row = s.row_at(payload)
+        if row is not None:
+            label = labels.get(s.nodes[0], s.nodes[0])
+            out.units.append(UnitSamples(label, (row.busbw_gb_s,)))
+            out.ids[label] = f"busbw-intra/{keys.get(s.nodes[0], s.nodes[0])}/{payload}"
+    return out
+
+
+def _write_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str],
+                keys: dict[str, str]) -> FleetKind | None:
+    cw = getattr(records.get("storage"), "concurrent", None)
+    if cw is None:
+        return None
+    out = FleetKind(kind="concurrent-write", subsystem="shared network FS", what="concurrent write",
+                    unit="MiB/s", noun="node", policy=policy)
+    for w in cw.nodes:
+        if not w.error and w.mib_s > 0:
+            label = labels.get(w.node, w.node)
+            out.units.append(UnitSamples(label, (w.mib_s,), f"writing to `{cw.mount}`"))
+            out.ids[label] = f"concurrent/{keys.get(w.node, w.node)}{cw.mount}"
+            out.names[label] = w.node
+    return out if out.units else None
+
+
+def node_names(records: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(configured name -> ``hostname(nodeN)``, configured name -> ``nodeN``), from whichever record knows."""
+    labels: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for phase in ("preflight", "environment", "matmul", "lemon", "health"):
+        for n in getattr(records.get(phase), "nodes", None) or []:
+            name = getattr(n, "name", None) or getattr(n, "node", "")
+            if not name or name in labels or not hasattr(n, "index"):
+                continue
+            labels[name] = f"{getattr(n, 'hostname', '') or name}(node{n.index})"
+            keys[name] = f"node{n.index}"
+    return labels, keys
+
+
+def fleet_judgements(records: dict[str, Any], policy: VerdictPolicy | None = None) -> list[FleetKind]:
+    """Every kind of per-unit figure the records hold, judged against its peers."""
+    policy = policy or VerdictPolicy()
+    labels, keys = node_names(records)
+    groups = _gpu_groups(records, policy, labels)
+    kinds = [_gpu_kind(records, "matmul", "msmf", "MSMF", policy, groups),
+             _gpu_kind(records, "lemon", "lemon", "lemon GEMM", policy, groups),
+             _pairwise_kind(records, policy, labels, keys),
+             _intra_kind(records, policy, labels, keys),
+             _write_kind(records, policy, labels, keys)]
+    out = [k for k in kinds if k is not None]
+    for k in out:
+        k.groups = judge_fleet(k.units, policy)
+    return out

@@ -1,0 +1,144 @@
+"""The fleet statistics on fixed inputs with known answers (``analysis/fleetstats.py``, ``analysis/fleet.py``)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from clustereval.analysis.fleet import fleet_judgements, policy_from
+from clustereval.analysis.fleetstats import (
+    NO_REPEATS,
+    TOO_NOISY,
+    TOO_SMALL,
+    UnitSamples,
+    VerdictPolicy,
+    compare_runs,
+    detectable_frac,
+    f_sf,
+    holm,
+    judge_fleet,
+    t_quantile,
+    t_sf,
+)
+from clustereval.config import Verdicts
+from tests import compute_records as cr
+
+
+@pytest.mark.parametrize("t, df, upper", [(2.228, 10, 0.025), (4.032, 5, 0.005), (1.96, math.inf, 0.025),
+                                          (6.965, 2, 0.01), (0.0, 7, 0.5)])
+def test_student_t_tail_matches_the_tables(t, df, upper):
+    assert t_sf(t, df) == pytest.approx(upper, abs=2e-4)
+    if upper < 0.5:
+        assert t_quantile(upper, df) == pytest.approx(t, abs=2e-3)
+
+
+def test_f_tail_matches_the_tables():
+    assert f_sf(3.49, 2, 20) == pytest.approx(0.05, abs=5e-4)
+    assert f_sf(1.0, 5, 5) == pytest.approx(0.5, abs=1e-9)
+
+
+def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis():
+    # alpha 0.05 over 4, smallest first: 0.001 <= 0.0125, 0.01 <= 0.0167, 0.03 > 0.025 stops (0.04 too)
+    assert holm([0.01, 0.04, 0.001, 0.03], 0.05) == [True, False, True, False]
+    assert holm([0.01, 0.03, 0.001, 0.015], 0.05) == [True, True, True, True]
+    assert holm([0.02, 0.02], 0.01) == [False, False]
+
+
+def _fleet(values: dict[str, tuple[float, ...]], group: str = "") -> list[UnitSamples]:
+    return [UnitSamples(k, v, group) for k, v in values.items()]
+
+
+def test_a_five_percent_slow_gpu_among_eight_is_named_with_the_pooled_noise():
+    units = {f"g{i}": (99.0, 100.0, 101.0) for i in range(7)} | {"g7": (94.0, 95.0, 96.0)}
+    (g,) = judge_fleet(_fleet(units))
+    assert g.judged and g.why_not == "" and g.median == 100.0 and g.mad == 0.0 and g.spread_frac == 0.0
+    # every unit's sd is 1: CV 1/100 seven times and 1/95 once, two degrees of freedom each
+    pooled = math.sqrt((7 * 2 * 0.01 ** 2 + 2 * (1 / 95) ** 2) / 16)
+    assert g.noise_basis == "repeats" and g.noise_df == 16 and g.noise_frac == pytest.approx(pooled)
+    (slow,) = g.slow
+    assert slow.unit == "g7" and slow.shortfall_frac == pytest.approx(0.05) and slow.num_repeats == 3
+    se = math.sqrt(pooled ** 2 / 3 + math.pi / 2 * pooled ** 2 / 3 / 8)
+    assert slow.se_frac == pytest.approx(se) and slow.p_value == pytest.approx(t_sf(0.05 / se, 16))
+    assert [u.unit for u in g.units if u.slow] == ["g7"]
+
+
+def test_a_real_shortfall_below_the_practical_threshold_is_not_a_verdict():
+    units = {f"g{i}": (1000.0, 1000.1, 999.9) for i in range(7)} | {"g7": (990.0, 990.1, 989.9)}
+    (g,) = judge_fleet(_fleet(units))
+    g7 = next(u for u in g.units if u.unit == "g7")
+    assert g7.p_value < 1e-9 and g7.shortfall_frac == pytest.approx(0.01)  # real, and 1% short
+    assert g.slow == []  # under the 2% that matters
+    (g,) = judge_fleet(_fleet(units), VerdictPolicy(threshold_frac=0.005))
+    assert [u.unit for u in g.slow] == ["g7"]
+
+
+def test_three_peers_are_too_small_to_judge():
+    (g,) = judge_fleet(_fleet({"a": (100.0, 101.0), "b": (100.0, 99.0), "c": (80.0, 81.0)}))
+    assert not g.judged and g.why_not == TOO_SMALL and g.slow == [] and g.detectable_frac is None
+
+
+def test_without_repeats_the_fleet_spread_stands_in_and_identical_figures_judge_nothing():
+    values = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 90.0, 100.2]
+    (g,) = judge_fleet([UnitSamples(f"g{i}", (v,)) for i, v in enumerate(values)])
+    assert g.noise_basis == "fleet spread" and g.noise_df == 7
+    assert g.noise_frac == pytest.approx(1.4826 * g.mad / g.median)
+    assert [u.unit for u in g.slow] == ["g6"]
+    (same,) = judge_fleet([UnitSamples(f"g{i}", (100.0,)) for i in range(6)])
+    assert not same.judged and same.why_not == NO_REPEATS
+
+
+def test_a_noisy_group_says_so_and_a_clearly_noisier_unit_is_judged_on_its_own_noise():
+    rng = random.Random(3)
+    noisy = [UnitSamples(f"g{i}", tuple(100 * (1 + rng.gauss(0, 0.2)) for _ in range(3))) for i in range(8)]
+    (g,) = judge_fleet(noisy)
+    assert g.judged and g.why_not == TOO_NOISY and g.detectable_frac > 0.10
+    units = {f"g{i}": (99.9, 100.0, 100.1) for i in range(15)} | {"wild": (60.0, 100.0, 140.0)}
+    (g,) = judge_fleet(_fleet(units))
+    wild = next(u for u in g.units if u.unit == "wild")
+    assert wild.own_noise and wild.noise_frac == pytest.approx(0.4) and not wild.slow
+
+
+def test_the_detectable_shortfall_is_the_threshold_or_the_critical_value_plus_its_scatter():
+    policy = VerdictPolicy()
+    se = math.sqrt(0.01 ** 2 / 3 + math.pi / 2 * 0.01 ** 2 / 3 / 64)
+    crit = t_quantile(0.01 / 64, 128)
+    assert detectable_frac(0.01, 3, 64, 128, policy) == pytest.approx(max(0.02, crit * se) + 1.2815516 * se)
+    assert detectable_frac(0.001, 10, 64, 576, policy) == pytest.approx(0.02, abs=5e-4)  # the threshold rules
+
+
+def test_a_thousand_healthy_gpus_name_nobody():
+    rng = random.Random(29)
+    units = [UnitSamples(f"g{i}", tuple(700 * (1 + rng.gauss(0, 0.02)) for _ in range(3))) for i in range(1000)]
+    (g,) = judge_fleet(units)
+    assert g.judged and g.slow == [] and sum(u.p_value < 0.01 for u in g.units) > 0  # uncorrected, some would be
+
+
+def test_groups_are_judged_apart_and_corrected_together():
+    units = _fleet({f"a{i}": (100.0, 100.5, 99.5) for i in range(4)}, "A100") + \
+        _fleet({f"h{i}": (200.0, 201.0, 199.0) for i in range(4)}, "H100")
+    a, h = judge_fleet(units)
+    assert (a.group, a.median, h.group, h.median) == ("A100", 100.0, "H100", 200.0)
+    assert a.slow == [] and h.slow == []  # the slower model is not a slow GPU
+
+
+def test_compare_runs_on_both_runs_repeats():
+    same = compare_runs([100.0, 101.0, 99.0], [100.5, 99.5, 100.0])
+    assert not same.beyond_noise and same.basis == "repeats of both runs" and same.p_value > 0.5
+    moved = compare_runs([100.0, 100.2, 99.8], [95.0, 95.2, 94.8])
+    assert moved.beyond_noise and moved.change_frac == pytest.approx(-0.05) and moved.p_value < 1e-4
+    single = compare_runs([100.0], [90.0, 91.0])
+    assert not single.beyond_noise and single.se_frac is None and single.change_frac == pytest.approx(-0.095)
+
+
+def test_gpus_are_peers_by_model_and_driver_as_configured():
+    passes = [{0: 700.0, 1: 701.0, 2: 699.0, 3: 650.0}, {0: 701.0, 1: 699.0, 2: 700.0, 3: 651.0},
+              {0: 699.0, 1: 700.0, 2: 701.0, 3: 649.0}]
+    records = {"matmul": cr.matmul([passes, passes], hosts=("a", "b"))}
+    (msmf,) = fleet_judgements(records, policy_from(Verdicts(gpu_peers=("model", "node"))))
+    assert sorted(g.group for g in msmf.groups) == ["NVIDIA H200, node a(node0)", "NVIDIA H200, node b(node1)"]
+    (msmf,) = fleet_judgements(records, policy_from(Verdicts(threshold_pct=3.0, gpu_peers=())))
+    (one,) = msmf.groups
+    assert one.num_units == 8 and msmf.policy.threshold_frac == 0.03
+    assert [u.unit for u in one.slow] == ["a(node0):gpu3", "b(node1):gpu3"]
