@@ -432,3 +432,27 @@ def test_operator_targets_from_cluster_toml_reach_the_record_and_the_spec_table_
     spec = lookup_gpu("NVIDIA H200")
     assert spec is not None and (spec.pcie_gen, spec.pcie_lanes) == (5, 16) and pcie_gb_s(5, 16) == 63.0
     assert lookup_gpu("NVIDIA A100-SXM4-80GB").pcie_gen == 4
+
+
+def test_the_worker_output_of_a_real_h200_reads_into_a_healthy_record_and_a_lint_clean_report(tmp_path):
+    """The quick pass as the worker printed it on a lent 1x H200, beside nvbandwidth's JSON of the same call."""
+    events = [json.loads(line) for line in (FIXTURES / "gpupass" / "h200x1-quick.jsonl").read_text().splitlines()]
+    node = NodePass(node="vm", index=0, hostname="vm")
+    GpuPassPhase._read(events, node)
+    (g,) = node.gpus
+    assert g.name == "NVIDIA H200" and g.sm_count == 132
+    assert g.copy_gb_s == pytest.approx(2132.5) and g.pcie_solo and g.pcie_solo.h2d_gb_s == pytest.approx(55.24)
+    assert g.mem_bytes_tested > 100 * 2**30 and not g.mem_mismatches and len(g.mem_patterns) == 5
+    run = nvbandwidth.parse((FIXTURES / "nvbandwidth" / "h200x1-v0.8-second-call.json").read_text())
+    node.nvbandwidth, node.nvb_figures = "v0.8", figures_of(run)
+    rec = GpuPassRecord(quick=True, tool_rel="tools/gpu_pass.py", nodes=[node])
+    assert judge(rec).problems == []
+    md = render({"gpupass": rec}).markdown
+    assert "2132.5" in section(md, "GPU memory and links") and "2096.6" in section(md, "GPU memory and links")
+    lint(md, tmp_path)
+
+
+def test_the_planted_bit_flip_on_a_real_h200_names_the_gpu_the_word_and_the_bit():
+    (e,) = [json.loads(line) for line in (FIXTURES / "gpupass" / "h200x1-planted.jsonl").read_text().splitlines()]
+    (m,) = e["mismatches"]
+    assert e["gpu"] == 0 and m["num_words"] == 1 and m["expected"] ^ m["got"] == 1 << 17
