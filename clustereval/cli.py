@@ -241,16 +241,31 @@ def lint_text_of(path: Path) -> list:
 
 
 @cli.command()
-@click.argument("run_dir")
+@click.argument("run_dir", required=False)
 @click.option("--config", "config_path",
-              help="cluster.toml to reach the nodes (default: the one the run used).")
-def cleanup(run_dir: str, config_path: str | None) -> None:
-    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes."""
-    from clustereval.app import cleanup_run, stored_config_path
+              help="cluster.toml to reach the nodes (default: the one the run used; with --venvs ./cluster.toml, "
+                   "else this machine alone).")
+@click.option("--venvs", is_flag=True,
+              help="Remove the eval venvs earlier runs cached on the nodes (under the first shared path, else "
+                   "local_scratch, in clustereval-venvs/); nothing else there is touched. The next run builds "
+                   "a fresh one.")
+def cleanup(run_dir: str | None, config_path: str | None, venvs: bool) -> None:
+    """Move the scratch RUN_DIR left on the nodes to trash on the same mount; print paths and sizes.
+    With --venvs, remove the cached eval venvs instead (RUN_DIR not needed)."""
+    from clustereval.app import cleanup_run, cleanup_venvs, stored_config_path
 
+    if venvs and not run_dir:
+        sys.exit(cleanup_venvs(load_config_or_default(config_path), console=console, out=out))
+    if not run_dir:
+        raise UsageError("cleanup needs RUN_DIR (the run folder whose scratch to clear) or --venvs",
+                         "e.g. clustereval cleanup reports/raw-NAME-STAMP, or clustereval cleanup --venvs",
+                         error_id="missing-argument")
     run_dir_or_fail(run_dir)
     config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
-    sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
+    code = cleanup_run(config, Path(run_dir), console=console, out=out)
+    if venvs:
+        code = max(code, cleanup_venvs(config, console=console, out=out))
+    sys.exit(code)
 
 
 @cli.command()
