@@ -315,9 +315,16 @@ class NetnsCluster:
     def set_node_env(self, *, python_dir: str | None = None, **env: str) -> None:
         """What every command on every node sees: ``python_dir`` first on PATH (its ``python3`` is the
         nodes' own Python; default this test's interpreter, which has torch) and ``env`` (e.g.
-        ``PIP_FIND_LINKS``); restarts every sshd."""
+        ``PIP_FIND_LINKS``); restarts every sshd.
+
+        With ``python_dir``, every node whose login shell the test did not set gets ``/bin/sh``: a
+        bash login reads root's ``~/.bashrc``, which on a developer machine may put another Python
+        (pyenv's shims) first on PATH; sh reads nothing, so this PATH is what the nodes run with."""
         if python_dir is not None:
             self.python_dir = python_dir
+            for node in self.nodes:
+                if node.index not in self._login_passwd:
+                    self.set_login_shell(node.index, "/bin/sh")
         self.node_env.update(env)
         for node in self.nodes:
             self._write_sshd_config(node)

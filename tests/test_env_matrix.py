@@ -1,0 +1,80 @@
+"""The environments a cluster is met in, on the namespace bed with real sshd per node: nodes whose
+``python3`` has no torch, with ``eval_python`` configured (the session's 4-node smoke run) and
+without it (fresh nodes: the eval venv is built, then the gloo check proves the multi-node launch
+before any benchmark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import python_without_and_with_torch, run_cli
+from tests.test_evalpython_cache import find_links, node_wheels
+
+
+def _report(workdir: Path) -> Path:
+    (report,) = sorted((workdir / "reports").glob("*.md"))
+    return report
+
+
+def _record(report: Path, phase: str) -> dict:
+    return json.loads((report.parent / f"raw-{report.stem}" / f"{phase}.record.json").read_text())
+
+
+@pytest.mark.timeout(1800)  # the session's 4-node smoke run may start here
+def test_four_nodes_whose_python3_has_no_torch_complete_a_smoke_run(four_node_smoke):
+    cluster, res = four_node_smoke.cluster, four_node_smoke.result
+    for node in cluster.nodes:  # the bed is what it claims: PATH's python3 cannot import torch
+        probe = subprocess.run(cluster.ssh_argv(node.index, "python3", "-c", "import torch"), capture_output=True,
+                               text=True, timeout=120)
+        assert probe.returncode != 0 and "torch" in probe.stderr, probe.stderr
+    assert res.returncode == 0, four_node_smoke.output[-4000:]
+    report = _report(cluster.workdir)
+    assert run_cli("lint", str(report)).returncode == 0
+    text = report.read_text()
+    for heading in ("Inter-node connectivity", "### Inter-node all-reduce benchmark", "### Pairwise all-reduce benchmark"):
+        assert heading in text, heading
+    ev = _record(report, "evalpython")
+    assert ev["mode"] == "configured" and ev["interpreter"].endswith("evalvenv/bin/python") and ev["torch"]
+    pre = _record(report, "preflight")
+    gloo = [p for p in pre["probes"] if p["kind"] == "gloo"]
+    assert len(gloo) == 4 and all(p["ok"] and not p["skipped"] for p in gloo)
+    assert not pre["gloo_deferred"] and not pre["gloo_after_eval_python"]
+
+
+@pytest.mark.timeout(1800)
+def test_fresh_nodes_get_the_gloo_check_right_after_the_eval_python_is_built(netns_cluster, tmp_path):
+    """No eval_python and no torch on the nodes: preflight defers the gloo check (never skips it),
+    the eval-Python phase builds the venv, the check runs on it before any benchmark, and the
+    run's collectives use it."""
+    why = node_wheels(tmp_path / "wheels")
+    if why:
+        pytest.skip(why)
+    cluster = netns_cluster(2)
+    # a fresh node's python3: no torch, but pip and venv, as the chain needs
+    subprocess.run(["python3", "-m", "venv", str(tmp_path / "fresh")], check=True, capture_output=True, timeout=300)
+    cluster.set_node_env(python_dir=str(tmp_path / "fresh" / "bin"), PIP_FIND_LINKS=find_links(tmp_path / "wheels"))
+    config = cluster.write_config(eval_python=None, torch_index="http://127.0.0.1:9/whl")
+    res = run_cli("run", "--config", str(config), "--profile", "smoke", "--phases", "evalpython,connectivity",
+                  cwd=cluster.workdir, timeout=1500)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    report = _report(cluster.workdir)
+    assert run_cli("lint", str(report)).returncode == 0
+    pre = _record(report, "preflight")
+    assert pre["gloo_after_eval_python"] and not pre["gloo_deferred"] and pre["passed"]
+    gloo = [p for p in pre["probes"] if p["kind"] == "gloo"]
+    assert len(gloo) == 2 and all(p["ok"] and not p["skipped"] for p in gloo), gloo
+    assert not [g for g in pre["gaps"] if g["kind"].startswith("preflight.gloo")]
+    ev = _record(report, "evalpython")
+    assert ev["mode"] == "venv" and ev["venv_shared"] and ev["venv_built"] == [cluster.nodes[0].name]
+    assert "Inter-node connectivity" in report.read_text()
+
+
+def test_the_bed_interpreters_differ_in_torch_alone(tmp_path):
+    node_python, eval_python = python_without_and_with_torch(tmp_path)
+    assert subprocess.run([str(node_python), "-c", "import torch"], capture_output=True).returncode != 0
+    assert subprocess.run([str(eval_python), "-c", "import torch"], capture_output=True).returncode == 0
