@@ -28,7 +28,7 @@ def _record(report: Path, phase: str) -> dict:
 def test_four_nodes_whose_python3_has_no_torch_complete_a_smoke_run(four_node_smoke):
     cluster, res = four_node_smoke.cluster, four_node_smoke.result
     for node in cluster.nodes:  # the bed is what it claims: PATH's python3 cannot import torch
-        probe = subprocess.run(cluster.ssh_argv(node.index, "python3", "-c", "import torch"), capture_output=True,
+        probe = subprocess.run(cluster.ssh_argv(node.index, "python3 -c 'import torch'"), capture_output=True,
                                text=True, timeout=120)
         assert probe.returncode != 0 and "torch" in probe.stderr, probe.stderr
     assert res.returncode == 0, four_node_smoke.output[-4000:]
@@ -43,6 +43,9 @@ def test_four_nodes_whose_python3_has_no_torch_complete_a_smoke_run(four_node_sm
     gloo = [p for p in pre["probes"] if p["kind"] == "gloo"]
     assert len(gloo) == 4 and all(p["ok"] and not p["skipped"] for p in gloo)
     assert not pre["gloo_deferred"] and not pre["gloo_after_eval_python"]
+    pairwise = _record(report, "pairwise")  # un-throttled: every pair completed, nobody named
+    assert len(pairwise["pairs"]) == 6 and all(p["busbw_gb_s"] for p in pairwise["pairs"])
+    assert pairwise["judged"] and pairwise["stragglers"] == []
 
 
 @pytest.mark.timeout(1800)
@@ -78,3 +81,40 @@ def test_the_bed_interpreters_differ_in_torch_alone(tmp_path):
     node_python, eval_python = python_without_and_with_torch(tmp_path)
     assert subprocess.run([str(node_python), "-c", "import torch"], capture_output=True).returncode != 0
     assert subprocess.run([str(eval_python), "-c", "import torch"], capture_output=True).returncode == 0
+
+
+NO_TOOLS = ("ibstat", "rdma", "nvidia-smi", "dcgmi")
+
+
+@pytest.mark.timeout(2400)
+def test_four_nodes_without_rdma_or_nvidia_tools_one_without_fio_and_one_rate_limited(netns_cluster, tmp_path):
+    """No node has ``ibstat``, ``rdma``, ``nvidia-smi`` or ``dcgmi``; node3 has no ``fio`` (the scans
+    run on node0, every node writes at once with its own tools, so nothing is missing); node2's link
+    is rate-limited; PATH's python3 has no torch (eval_python a venv). Every phase ends ok, the
+    pairwise hunt names node2 alone, the run exits 0 and its report is lint-clean."""
+    cluster = netns_cluster(4, cpu_ranks_per_node=1)
+    node_python, eval_python = python_without_and_with_torch(cluster.workdir)
+    from tests.conftest import path_without
+
+    common = path_without(tmp_path / "bin", *NO_TOOLS)
+    no_fio = path_without(tmp_path / "bin-no-fio", *NO_TOOLS, "fio")
+    cluster.set_node_env(python_dir=str(node_python.parent), paths={0: common, 1: common, 2: common, 3: no_fio})
+    for tool in (*NO_TOOLS, "fio"):  # the bed is what it claims
+        probe = subprocess.run(cluster.ssh_argv(3, f"command -v {tool} || echo none"), capture_output=True, text=True,
+                               timeout=120)
+        assert probe.stdout.strip() == "none", (tool, probe.stdout)
+    config = cluster.write_config(eval_python=str(eval_python), rdzv_port=20000 + cluster.ssh_port % 9000)
+    slow = cluster.nodes[2]
+    cluster.shape(2, rate_mbit=100)
+    res = run_cli("run", "--config", str(config), "--profile", "smoke", "--phases", "environment,pairwise,storage",
+                  cwd=cluster.workdir, timeout=2000)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    report = _report(cluster.workdir)
+    lint = run_cli("lint", str(report))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    pairwise = _record(report, "pairwise")
+    assert pairwise["stragglers"] == [slow.name], pairwise["pairs"]
+    state = json.loads((report.parent / f"raw-{report.stem}" / "state.json").read_text())["outcomes"]
+    assert all(state[p]["status"] == "ok" for p in ("environment", "pairwise", "storage")), state
+    assert f"{slow.name}(node2)" in report.read_text().split("### Pairwise all-reduce benchmark")[1]
