@@ -285,6 +285,7 @@ def gate_after_eval_python(ctx: RunContext, profile: Profile, outcome: RunOutcom
     after that phase; the preflight record is saved again with its result. False (and
     ``outcome.gate_failed``) when the check ran and failed: the run stops there, exit 1."""
     from clustereval.phases.preflight import deferred_gloo
+    from clustereval.phases.settings import PreflightSettings
 
     pre = ctx.records.get("preflight")
     if pre is None or not getattr(pre, "gloo_deferred", False):
@@ -292,7 +293,8 @@ def gate_after_eval_python(ctx: RunContext, profile: Profile, outcome: RunOutcom
     if on_phase:
         on_phase("preflight", "start")
     try:
-        ok = deferred_gloo(ctx, pre, settings_for("preflight", profile))
+        settings = settings_for("preflight", profile)
+        ok = deferred_gloo(ctx, pre, settings if isinstance(settings, PreflightSettings) else None)
     except KeyboardInterrupt:
         ctx.stop.set()
         outcome.interrupted = True

@@ -76,3 +76,59 @@ def test_ctrl_c_during_fio_exits_130_with_a_lint_clean_partial_report_and_nothin
     assert _processes_under(tmp_path) == []
     assert files_outside_trash(tmp_path / "local", tmp_path / "shared") == []
     assert users.exists()
+
+
+def _node_processes(cluster, index: int) -> list[str]:
+    """Command lines of torchrun and worker processes still running in node ``index``'s namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", cluster.nodes[index].netns], capture_output=True, text=True,
+                          timeout=30).stdout.split()
+    left = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "torch.distributed.run" in cmdline or "clustereval.workers" in cmdline:
+            left.append(cmdline.strip())
+    return left
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_the_inter_node_sweep_leaves_no_launch_behind(netns_cluster, presses):
+    from tests.test_e2e import _leftover_files, _report
+
+    cluster = netns_cluster(2, cpu_ranks_per_node=1)
+    port = 20000 + cluster.ssh_port % 9000
+    config = cluster.write_config(rdzv_port=port)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(config), "--profile",
+                             "smoke", "--phases", "allreduce"], cwd=cluster.workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    pressed = 0
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if pressed == 0 and line.startswith("[allreduce]") and "inter-node" in line.lower():
+            proc.send_signal(signal.SIGINT)
+            pressed = 1
+            if presses == 1:
+                break
+        elif pressed == 1 and line.startswith("interrupt: stopping after the current step"):
+            proc.send_signal(signal.SIGINT)  # the second press: stop now
+            pressed = 2
+            break
+    out = "".join(lines) + proc.communicate(timeout=600)[0]
+    assert pressed == presses and proc.returncode == 130, out[-3000:]
+    report = _report(cluster.workdir)
+    assert "interrupted" in report.read_text()
+    lint = run_cli("lint", str(report))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for i in range(len(cluster.nodes)):
+        assert _node_processes(cluster, i) == [], i
+    # the rendezvous port is free again on the node that hosted it
+    bind = cluster.exec(0, ["python3", "-c", f"import socket; s = socket.socket(); s.bind(('', {port})); print('free')"])
+    assert bind.stdout.strip() == "free", bind.stderr
+    roots = [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
+    assert _leftover_files(*roots) == []

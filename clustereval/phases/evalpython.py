@@ -255,19 +255,19 @@ class EvalPythonPhase:
         doing = f"installing {' '.join(torch_spec)} from {where}"
         steps = each_node(ctx, self.name, self.title, builders,
                           lambda n: find_or_build(ctx, n, key, pip_args, progress=doing), what=doing)
-        built = [s for s in steps if s.ok and s.value is not None]
+        built = [(s.node, s.value) for s in steps if s.ok and s.value is not None]
         if not built:
             rec.tried += [f"{where}, {' '.join(torch_spec)} on {s.node.name}: "
                           + (s.error.message if s.error else "no answer")[:200] for s in steps]
             for s in steps:  # the chain goes on: these nodes are not this phase's failures yet
                 ctx.node_failures.get(self.name, {}).pop(s.node.name, None)
             return False
-        rec.venv_reused = [s.node.name for s in built if s.value.reused]
-        rec.venv_built = [s.node.name for s in built if not s.value.reused]
+        rec.venv_reused = [node.name for node, venv in built if venv.reused]
+        rec.venv_built = [node.name for node, venv in built if not venv.reused]
         rec.mode = "venv"
         probe = EvalPythonRecord(mode="venv")
-        users = ctx.nodes if shared else [s.node for s in built]
-        self._adopt(ctx, probe, f"{built[0].value.path}/bin/python", users)
+        users = ctx.nodes if shared else [node for node, _ in built]
+        self._adopt(ctx, probe, f"{built[0][1].path}/bin/python", users)
         if probe.status == "failed":
             rec.tried.append(f"{where}: the new venv cannot import torch")
             return False
