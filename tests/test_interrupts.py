@@ -127,8 +127,14 @@ def test_ctrl_c_during_the_inter_node_sweep_leaves_no_launch_behind(netns_cluste
     assert lint.returncode == 0, lint.stdout + lint.stderr
     for i in range(len(cluster.nodes)):
         assert _node_processes(cluster, i) == [], i
-    # the rendezvous port is free again on the node that hosted it
-    bind = cluster.exec(0, ["python3", "-c", f"import socket; s = socket.socket(); s.bind(('', {port})); print('free')"])
+    # the rendezvous port is free again on the node that hosted it: nothing listens there, and a new
+    # rendezvous store can take it (SO_REUSEADDR, as torch's store binds: closed connections still in
+    # TIME_WAIT do not count)
+    listening = cluster.exec(0, ["ss", "-Hltn", f"sport = :{port}"])
+    assert listening.returncode == 0 and listening.stdout.strip() == "", listening.stdout
+    bind = cluster.exec(0, ["python3", "-c", "import socket; s = socket.socket(); "
+                            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                            f"s.bind(('', {port})); s.listen(); print('free')"])
     assert bind.stdout.strip() == "free", bind.stderr
     roots = [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
     assert _leftover_files(*roots) == []
