@@ -118,3 +118,46 @@ def test_four_nodes_without_rdma_or_nvidia_tools_one_without_fio_and_one_rate_li
     state = json.loads((report.parent / f"raw-{report.stem}" / "state.json").read_text())["outcomes"]
     assert all(state[p]["status"] == "ok" for p in ("environment", "pairwise", "storage")), state
     assert f"{slow.name}(node2)" in report.read_text().split("### Pairwise all-reduce benchmark")[1]
+
+
+@pytest.mark.timeout(900)
+def test_a_deferred_gloo_check_that_fails_stops_the_run_at_the_gate(netns_cluster, tmp_path):
+    """The check preflight deferred runs on the eval Python; when its launch fails the gate fails
+    (the runner stops before any benchmark, preflight counts as failed: exit 1) with the gloo Gap."""
+    from clustereval.configload import load_config
+    from clustereval.phases.base import RunContext
+    from clustereval.phases.preflight import PreflightPhase
+    from clustereval.phases.settings import PROFILES
+    from clustereval.records.run import EvalPythonRecord
+    from clustereval.report.gaps import say
+    from clustereval.runner import RunOutcome, gate_after_eval_python
+    from clustereval.store import RunState, RunStore
+    from clustereval.transport.factory import make_transport, nodes_of
+
+    cluster = netns_cluster(2)
+    node_python, eval_python = python_without_and_with_torch(cluster.workdir)
+    cluster.set_node_env(python_dir=str(node_python.parent))
+    # an eval Python whose torch imports but whose launcher refuses to start: the launch fails for real
+    broken = cluster.shared_dir / "python-no-launch"
+    broken.write_text(f'#!/bin/sh\ncase "$*" in *torch.distributed.run*) echo "launcher refused" >&2; exit 1;; esac\n'
+                      f'exec "{eval_python}" "$@"\n')
+    broken.chmod(0o755)
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = load_config(cluster.write_config(cluster.workdir / "fresh.toml", eval_python=None,
+                                              rdzv_port=20000 + cluster.ssh_port % 9000))
+    ctx = RunContext(config=config, transport=make_transport(config), nodes=nodes_of(config), store=store)
+    pre = PreflightPhase().run(ctx)
+    assert pre.passed and pre.gloo_deferred
+    ctx.records["preflight"] = pre
+    ctx.eval_python = str(broken)
+    ctx.records["evalpython"] = EvalPythonRecord(mode="configured", interpreter=str(broken), torch="2.13.0+cpu",
+                                                 status="ok")
+    outcome = RunOutcome(store=store)
+    assert not gate_after_eval_python(ctx, PROFILES["smoke"], outcome)
+    assert outcome.gate_failed and outcome.failed == ["preflight"]
+    saved = store.load_record("preflight", type(pre))
+    assert saved is not None and not saved.passed and saved.status == "failed" and saved.gloo_after_eval_python
+    gaps = [say(g) for g in saved.gaps if g.kind == "preflight.gloo-failed"]
+    assert {g.node for g in gaps} <= {n.name for n in cluster.nodes} and gaps
+    assert store.load_state().outcomes["preflight"].status == "failed"
