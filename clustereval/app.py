@@ -237,6 +237,29 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
     return EXIT_FAILED if any(m.action in ("failed", "refused") for m in moves) else EXIT_OK
 
 
+def cleanup_venvs(config: Config, *, console: Console, out: Console) -> int:
+    """``clustereval cleanup --venvs``: remove the eval venvs earlier runs cached on the nodes
+    (``phases/venvcache.py``); every other folder is left alone and named with why."""
+    from clustereval.phases.venvcache import cache_root_of, clear_cache
+    from clustereval.report.units import iec
+
+    ui = RunConsole(console, out, live=False)
+    transport = make_transport(config)
+    try:
+        root, _shared = cache_root_of(config.shared_paths, config.local_scratch)
+        found = clear_cache(transport, nodes_of(config, transport), config.shared_paths, config.local_scratch)
+    finally:
+        transport.close()
+    for item in found:
+        if item.removed:
+            ui.tell(f"venvs: {item.node}: removed {item.path} ({iec(item.size_bytes)})")
+        else:
+            ui.tell(f"venvs: {item.node}: left {item.path} alone: {item.why}")
+    if not any(item.removed for item in found):
+        ui.tell(f"venvs: no cached eval venv under {root}")
+    return EXIT_OK
+
+
 def preflight_only(config: Config, *, reports_dir: Path | None = None, console: Console, out: Console) -> int:
     """`clustereval preflight`: the gate alone, in its own run folder ``raw-<name>-preflight-<stamp>/``
     (its record and the gloo check's logs, where its Gaps point); no report. What it ships to the nodes

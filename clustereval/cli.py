@@ -275,23 +275,39 @@ def lint_text_of(path: Path) -> list:
 
 
 @cli.command()
-@click.argument("run_dir")
+@click.argument("run_dir", required=False)
 @click.option("--config", "config_path",
-              help="cluster.toml to reach the nodes (default: the one the run used).")
-def cleanup(run_dir: str, config_path: str | None) -> None:
+              help="cluster.toml to reach the nodes (default: the one the run used; with --venvs ./cluster.toml, "
+                   "else this machine alone).")
+@click.option("--venvs", is_flag=True,
+              help="Remove the eval venvs earlier runs cached on the nodes (under the first shared path, else "
+                   "local_scratch, in clustereval-venvs/); nothing else there is touched. The next run builds "
+                   "a fresh one.")
+def cleanup(run_dir: str | None, config_path: str | None, venvs: bool) -> None:
     """Clear the scratch RUN_DIR left on the nodes (moved to trash on the same mount; a node-local /tmp
-    folder is deleted); print paths and sizes.
+    folder is deleted); print paths and sizes. With --venvs, remove the cached eval venvs (RUN_DIR not
+    needed).
 
     \b
     Exit status:
       0    every folder is cleared (or was already)
       1    a folder could not be cleared, or was refused (the line says why)
+      2    neither RUN_DIR nor --venvs, or RUN_DIR is not a run folder
     """
-    from clustereval.app import cleanup_run, stored_config_path
+    from clustereval.app import cleanup_run, cleanup_venvs, stored_config_path
 
+    if venvs and not run_dir:
+        sys.exit(cleanup_venvs(load_config_or_default(config_path), console=console, out=out))
+    if not run_dir:
+        raise UsageError("cleanup needs RUN_DIR (the run folder whose scratch to clear) or --venvs",
+                         "e.g. clustereval cleanup reports/raw-NAME-STAMP, or clustereval cleanup --venvs",
+                         error_id="missing-argument")
     run_dir_or_fail(run_dir)
     config = load_config_or_default(config_path or stored_config_path(Path(run_dir)))
-    sys.exit(cleanup_run(config, Path(run_dir), console=console, out=out))
+    code = cleanup_run(config, Path(run_dir), console=console, out=out)
+    if venvs:
+        code = max(code, cleanup_venvs(config, console=console, out=out))
+    sys.exit(code)
 
 
 @cli.command()

@@ -198,6 +198,8 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         if ctx.stop.is_set():
             outcome.interrupted = True
             break
+        if gate and _after_eval_python(name) and not gate_after_eval_python(ctx, profile, outcome, on_phase):
+            break
         if name != gate and state.done(name):
             outcome.finished.append(name)
             restore = getattr(load_phase(name, profile), "restore", None)
@@ -261,6 +263,8 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         if gate and name == gate and not getattr(record, "passed", True):
             outcome.gate_failed = True
             break
+    if gate and not outcome.interrupted and not outcome.gate_failed:
+        gate_after_eval_python(ctx, profile, outcome, on_phase)  # a plan that ends before any benchmark
     state = store.load_state()
     state.interrupted = outcome.interrupted
     if not outcome.interrupted and not outcome.gate_failed:
@@ -274,6 +278,45 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
         elif prev is not None and name not in outcome.ran and prev.status == "not-run":
             outcome.not_run.append(name)
     return outcome
+
+
+def _after_eval_python(name: str) -> bool:
+    """Whether ``name`` comes after the eval-Python phase in the run's order (a benchmark or inventory)."""
+    order = list(PHASES)
+    return name in order and order.index(name) > order.index("evalpython")
+
+
+def gate_after_eval_python(ctx: RunContext, profile: Profile, outcome: RunOutcome,
+                           on_phase: Callable[[str, str], None] | None = None) -> bool:
+    """The part of the gate that needs torch on fresh nodes: when preflight deferred its CPU gloo
+    check (the nodes' interpreter had no torch), it runs now on the eval Python, before anything
+    after that phase; the preflight record is saved again with its result. False (and
+    ``outcome.gate_failed``) when the check ran and failed: the run stops there, exit 1."""
+    from clustereval.phases.preflight import deferred_gloo
+    from clustereval.phases.settings import PreflightSettings
+
+    pre = ctx.records.get("preflight")
+    if pre is None or not getattr(pre, "gloo_deferred", False):
+        return True
+    if on_phase:
+        on_phase("preflight", "start")
+    try:
+        settings = settings_for("preflight", profile)
+        ok = deferred_gloo(ctx, pre, settings if isinstance(settings, PreflightSettings) else None)
+    except KeyboardInterrupt:
+        ctx.stop.set()
+        outcome.interrupted = True
+        return False
+    ctx.store.save_record("preflight", pre)
+    ended = outcome_of("preflight", pre, ctx)
+    ctx.store.save_outcome("preflight", ended)
+    if on_phase:
+        on_phase("preflight", ended.status)
+    if not ok:
+        outcome.gate_failed = True
+        if "preflight" not in outcome.failed:
+            outcome.failed.append("preflight")
+    return ok
 
 
 def unfinished(state: RunState, phases: list[str]) -> list[str]:

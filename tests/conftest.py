@@ -144,6 +144,16 @@ def slurm_cluster(netns_cluster, monkeypatch):
 TCSH = "/usr/bin/tcsh"
 
 
+def python_without_and_with_torch(folder: Path) -> tuple[Path, Path]:
+    """Two interpreters made from this one: ``nodepy/bin/python3``, a venv without this Python's
+    site-packages (no torch: a fresh node's ``python3``), and ``evalvenv/bin/python``, a venv that
+    sees them (torch: the ``eval_python`` a conda or venv install gives)."""
+    for name, extra in (("nodepy", []), ("evalvenv", ["--system-site-packages"])):
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", *extra, str(folder / name)], check=True,
+                       capture_output=True, timeout=300)
+    return folder / "nodepy" / "bin" / "python3", folder / "evalvenv" / "bin" / "python"
+
+
 class SmokeRun:
     """One finished `clustereval run --profile smoke` on the 4-node SSH bed (see ``four_node_smoke``)."""
 
@@ -160,7 +170,8 @@ class SmokeRun:
 @pytest.fixture(scope="session")
 def four_node_smoke():
     """The suite's one uninterrupted 4-node smoke run over SSH, read by every test that checks a
-    whole healthy run (report, exit status, scratch left behind, a tcsh login shell on node0).
+    whole healthy run (report, exit status, scratch left behind, a tcsh login shell on node0). The
+    nodes' ``python3`` has no torch; ``eval_python`` is a venv with it.
 
     The run is the expensive part (every phase, torchrun on four nodes); the tests that read it
     assert different things about the same run, so it runs once per session. Node0 logs in with
@@ -172,6 +183,10 @@ def four_node_smoke():
         pytest.skip(reason)
     cluster = NetnsCluster.create(4)
     try:
+        # the usual fresh cluster: PATH's python3 has no torch, eval_python is a venv that has it
+        node_python, eval_python = python_without_and_with_torch(cluster.workdir)
+        cluster.set_node_env(python_dir=str(node_python.parent))
+        cluster.write_config(eval_python=str(eval_python))
         tcsh_node = None
         if Path(TCSH).exists():
             cluster.set_login_shell(0, TCSH)

@@ -200,7 +200,7 @@ def test_rendezvous_port_in_use_is_reported_before_gloo(cluster3):
     assert "│ gloo" not in proc.stdout
 
 
-def test_nodes_without_torch_skip_gloo_with_a_gap(cluster3, tmp_path):
+def test_nodes_without_torch_defer_gloo_and_say_so_when_the_eval_python_has_none_either(cluster3, tmp_path):
     # an interpreter that cannot see site-packages: torch is not importable with it
     wrapper = cluster3.shared_dir / "python-no-site"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
@@ -211,8 +211,18 @@ def test_nodes_without_torch_skip_gloo_with_a_gap(cluster3, tmp_path):
     ctx = RunContext(config=cfg, transport=make_transport(cfg), nodes=nodes_of(cfg), store=store)
     rec = PreflightPhase().run(ctx)
     gloo = [p for p in rec.probes if p.kind == "gloo"]
-    assert len(gloo) == 3 and all(p.skipped for p in gloo)
-    assert rec.passed  # reachability passed; the GPU connectivity test exercises the rendezvous later
+    assert len(gloo) == 3 and all(p.skipped and p.detail.startswith("deferred: ") for p in gloo)
+    assert rec.gloo_deferred and rec.passed  # reachability passed; the check runs after the eval Python
+    assert not [g for g in rec.gaps if g.kind.startswith("preflight.gloo")]
+    # the eval Python (here the configured one) has no torch either: the deferred check says it did not run
+    from clustereval.phases.evalpython import EvalPythonPhase
+    from clustereval.phases.preflight import deferred_gloo
+
+    ctx.records["preflight"] = rec
+    ctx.records["evalpython"] = EvalPythonPhase().run(ctx)
+    assert deferred_gloo(ctx, rec) and rec.passed and not rec.gloo_deferred
+    gloo = [p for p in rec.probes if p.kind == "gloo"]
+    assert len(gloo) == 3 and all(p.skipped and p.detail.startswith("not run: ") for p in gloo)
     assert any("The CPU gloo check did not run" in g.text and "No module named 'torch'" in g.text
                for g in map(say, rec.gaps))
     assert any(g.kind == "preflight.gloo-no-torch" and not g.text for g in rec.gaps)  # the record holds facts

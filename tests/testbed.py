@@ -121,6 +121,9 @@ class NetnsCluster:
         self._loopback: set[int] = set()
         self._login_passwd: dict[int, Path] = {}  # set_login_shell: node index -> its /etc/passwd
         self.name_mode = "all"  # see NAME_MODES
+        self.python_dir = os.path.dirname(sys.executable)  # first on the nodes' PATH: their `python3`
+        self.node_env: dict[str, str] = {}  # more variables every command on a node sees (set_node_env)
+        self.node_paths: dict[int, str] = {}  # node index -> its PATH after python_dir (set_node_env)
 
     # ---- building ----------------------------------------------------------------------------
     @classmethod
@@ -234,7 +237,9 @@ class NetnsCluster:
 
     def _write_sshd_config(self, node: TestNode) -> None:
         d = self._node_dir(node)
-        python_dir = os.path.dirname(sys.executable)
+        python_dir = self.python_dir
+        rest = self.node_paths.get(node.index, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        extra = "".join(f' "{k}={v}"' for k, v in sorted(self.node_env.items()))
         (d / "sshd_config").write_text(
             f"Port {self.ssh_port}\n"
             f"ListenAddress 0.0.0.0\n"
@@ -247,7 +252,7 @@ class NetnsCluster:
             "UsePAM no\nUseDNS no\nPrintMotd no\nPrintLastLog no\n"
             "MaxStartups 100:30:200\nMaxSessions 100\n"
             # `python3` on a node is the interpreter running the tests (torch importable)
-            f"SetEnv PATH={python_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            f"SetEnv PATH={python_dir}:{rest}{extra}\n"
             "LogLevel ERROR\n")
 
     def _wait_for_port(self, node: TestNode, port: int, timeout_s: float = 10.0) -> None:
@@ -323,6 +328,27 @@ class NetnsCluster:
         self.kill_sshd(node.index)
         self.start_sshd(node.index, wait=False)
         self._wait_for_port(node, port)
+
+    def set_node_env(self, *, python_dir: str | None = None, paths: dict[int, str] | None = None, **env: str) -> None:
+        """What every command on every node sees: ``python_dir`` first on PATH (its ``python3`` is the
+        nodes' own Python; default this test's interpreter, which has torch) and ``env`` (e.g.
+        ``PIP_FIND_LINKS``); ``paths``: node index -> the rest of that node's PATH (e.g. a folder from
+        ``conftest.path_without`` where a tool is missing); restarts every sshd.
+
+        With ``python_dir``, every node whose login shell the test did not set gets ``/bin/sh``: a
+        bash login reads root's ``~/.bashrc``, which on a developer machine may put another Python
+        (pyenv's shims) first on PATH; sh reads nothing, so this PATH is what the nodes run with."""
+        if python_dir is not None:
+            self.python_dir = python_dir
+            for node in self.nodes:
+                if node.index not in self._login_passwd:
+                    self.set_login_shell(node.index, "/bin/sh")
+        self.node_env.update(env)
+        self.node_paths.update(paths or {})
+        for node in self.nodes:
+            self._write_sshd_config(node)
+            self.kill_sshd(node.index)
+            self.start_sshd(node.index)
 
     def kill_sshd(self, which: int | str) -> None:
         """Stop a node's sshd (SIGKILL): new connections are refused at once, as on a dead node."""

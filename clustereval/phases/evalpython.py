@@ -10,8 +10,11 @@ could not give torch, and the record says which step won and why the earlier one
 3. the interpreter ``fallback_python`` names in cluster.toml;
 4. the node's own ``python3``, with a Gap.
 
-``eval_python`` in cluster.toml skips the chain: that interpreter is used as it is. The venv goes
-on the shared FS when there is one (every node sees it), else on each node's local scratch.
+``eval_python`` in cluster.toml skips the chain: that interpreter is used as it is. The venv is
+cached (``phases/venvcache.py``): on the shared FS when there is one (every node sees it, the first
+node builds it), else on each node's local scratch mount, every node building its own at once; a
+later run with the same torch build and node Python finds it and builds nothing, and it stays
+until ``clustereval cleanup --venvs``.
 The report never shows an interpreter or venv path: they stay in the raw record.
 """
 
@@ -19,11 +22,10 @@ from __future__ import annotations
 
 import re
 
-from clustereval.errors import ClusterEvalError, ScratchError
+from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
-from clustereval.phases.pernode import each_node
-from clustereval.phases.remote import node_scratch
-from clustereval.phases.scratch import scratch_for
+from clustereval.phases.pernode import each_node, live
+from clustereval.phases.venvcache import VenvKey, cache_root, find_or_build, node_python
 from clustereval.probes._text import last_json, last_line
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
@@ -96,7 +98,7 @@ class EvalPythonPhase:
         return True
 
     def restore(self, ctx: RunContext, record: EvalPythonRecord) -> None:
-        """Use the recorded interpreter; on a resumed run whose venv went to trash with the scratch,
+        """Use the recorded interpreter; on a resumed run whose venv is gone (``cleanup --venvs``),
         find or build it again (the record is updated in place and saved)."""
         if not record.interpreter:
             return
@@ -201,15 +203,16 @@ class EvalPythonPhase:
                             facts={"torch": rec.torch, "index_tag": rec.index_tag, **_refused_facts(rec)}))
 
     # -- an interpreter that is already there ---------------------------------------------------
-    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str) -> None:
+    def _adopt(self, ctx: RunContext, rec: EvalPythonRecord, python: str, nodes: list[Node] | None = None) -> None:
         # per node: a node that stops answering is that node's Gap (never with the interpreter's path)
-        steps = each_node(ctx, self.name, "the eval Python check", ctx.nodes,
+        nodes = ctx.nodes if nodes is None else nodes
+        steps = each_node(ctx, self.name, "the eval Python check", nodes,
                           lambda n: self._versions(ctx, n, python), what="the eval Python (torch's version)")
         infos = [s.value if s.value is not None else {"error": s.error.message if s.error else "no answer"}
                  for s in steps]
         first = next((i for s, i in zip(steps, infos, strict=True) if s.ok), {})
         rec.interpreter = python
-        rec.executables = {n.name: i.get("executable", "") for n, i in zip(ctx.nodes, infos, strict=True)}
+        rec.executables = {n.name: i.get("executable", "") for n, i in zip(nodes, infos, strict=True)}
         rec.python, rec.torch, rec.nccl = first.get("python", ""), first.get("torch", ""), first.get("nccl", "")
         rec.gaps += [s.gap for s in steps if s.gap is not None]
         if any(not s.ok for s in steps):
@@ -229,44 +232,50 @@ class EvalPythonPhase:
         return info
 
     # -- the isolated venv -----------------------------------------------------------------
-    def _venv_dir(self, ctx: RunContext) -> tuple[str, bool]:
-        if ctx.config.shared_paths:
-            return f"{scratch_for(ctx).path_for(ctx.config.shared_paths[0])}/venv", True
-        return f"{node_scratch(ctx)}/venv", False
-
     def _build_venv(self, ctx: RunContext, rec: EvalPythonRecord, pip_args: list[str], torch_spec: list[str]) -> bool:
-        """A venv with ``torch_spec`` on every builder node; False (and a line in ``tried``) when any step fails."""
-        venv, shared = self._venv_dir(ctx)
+        """The cached venv with ``torch_spec`` (``phases/venvcache.py``), found or built on every builder
+        node at once: the first node when the cache is on a shared path, else each node its own.
+
+        A node whose build fails costs that node (its Gap; the others go on with the venv); when no
+        node gets a venv, False and a line per node in ``tried``, and the chain goes on."""
+        root, shared = cache_root(ctx)
         rec.venv_shared = shared
-        builders = ctx.nodes[:1] if shared else ctx.nodes
+        builders = live(ctx, ctx.nodes)[:1] if shared else live(ctx, ctx.nodes)
+        if not builders:
+            rec.tried.append("venv: no node answers")
+            return False
         where = "the PyTorch index" if rec.index_kind == "pytorch" else "pip's configured index"
-        pip = f"{venv}/bin/pip"
-        mount = ctx.config.shared_paths[0] if shared else ctx.config.local_scratch
-        for node in builders:
-            try:
-                scratch_for(ctx).ensure(node, mount)  # recorded, so the run's end moves it to trash
-            except ScratchError as exc:
-                rec.tried.append(f"venv on {node.name}: {exc.message}")
-                return False
-            made = ctx.repeatable.run(node, ["python3", "-m", "venv", venv], timeout_s=300)  # again: the same venv
-            if not made.ok:
-                rec.tried.append(f"venv on {node.name}: " + last_line(made.stderr, "no output")[:200])
-                return False
-            ctx.progress(self.name, node.name, f"installing {' '.join(torch_spec)} from {where}", None)
-            # pip over a reset connection is the runbook's case for a retry: installing again is harmless
-            res = ctx.repeatable.run(node, [pip, "install", "-q", *pip_args, *torch_spec, *EXTRA_PACKAGES],
-                                     timeout_s=3600)
-            if not res.ok:
-                rec.tried.append(f"{where}, {' '.join(torch_spec)} on {node.name}: "
-                                 + last_line(res.stderr, "no output")[:200])
-                return False
+        try:
+            base = node_python(ctx, builders[0])
+        except ClusterEvalError as exc:
+            rec.tried.append(f"venv on {builders[0].name}: {exc.message}")
+            return False
+        key = VenvKey(index=rec.index_url or where, torch_spec=tuple(torch_spec), packages=EXTRA_PACKAGES,
+                      python=str(base.get("python", "")), python_executable=str(base.get("executable", "")))
+        doing = f"installing {' '.join(torch_spec)} from {where}"
+        steps = each_node(ctx, self.name, self.title, builders,
+                          lambda n: find_or_build(ctx, n, key, pip_args, progress=doing), what=doing)
+        built = [(s.node, s.value) for s in steps if s.ok and s.value is not None]
+        if not built:
+            rec.tried += [f"{where}, {' '.join(torch_spec)} on {s.node.name}: "
+                          + (s.error.message if s.error else "no answer")[:200] for s in steps]
+            for s in steps:  # the chain goes on: these nodes are not this phase's failures yet
+                ctx.node_failures.get(self.name, {}).pop(s.node.name, None)
+            return False
+        rec.venv_reused = [node.name for node, venv in built if venv.reused]
+        rec.venv_built = [node.name for node, venv in built if not venv.reused]
         rec.mode = "venv"
         probe = EvalPythonRecord(mode="venv")
-        self._adopt(ctx, probe, f"{venv}/bin/python")
+        users = ctx.nodes if shared else [node for node, _ in built]
+        self._adopt(ctx, probe, f"{built[0][1].path}/bin/python", users)
         if probe.status == "failed":
             rec.tried.append(f"{where}: the new venv cannot import torch")
             return False
         _copy_into(rec, probe, keep_gaps=True)
+        failed = [s for s in steps if s.gap is not None]
+        if failed:  # each failed builder's own Gap; the other nodes go on with the venv
+            rec.gaps += [s.gap for s in failed if s.gap is not None]
+            rec.status = "partial"
         rec.verified_newest = base_version(rec.torch) == base_version(rec.newest_on_index)
         if not rec.verified_newest:
             rec.gaps.append(not_newest_gap(rec, torch_spec))

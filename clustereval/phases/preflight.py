@@ -457,13 +457,16 @@ class Preflight:
     def _gloo(self) -> bool:
         no_torch = {n: f for n, f in self.facts.items() if not f.torch}
         if no_torch:
+            # fresh nodes: the eval-Python phase gives them torch, and the check runs right after it
             for node in self.nodes:
-                self._probe(ProbeResult("gloo", node.name, False, f"not run: `{self.python}` has no torch on "
-                                        f"{short_list(sorted(no_torch))}", skipped=True))
-            why = [[n, f.torch_error or f.error or "torch not importable"] for n, f in no_torch.items()]
-            self.rec.gaps.append(Gap(PHASE, kind="preflight.gloo-no-torch",
-                                     facts={"python": self.python, "nodes": why}))
+                self._probe(ProbeResult("gloo", node.name, False, f"deferred: `{self.python}` has no torch on "
+                                        f"{short_list(sorted(no_torch))}; `clustereval run` checks it right after the "
+                                        "eval Python is ready, before any benchmark", skipped=True))
+            self.rec.gloo_deferred = True
             return True
+        return self._gloo_launch()
+
+    def _gloo_launch(self) -> bool:
         port = self.cfg.rdzv_port
         self._progress("all nodes", "the rendezvous questions (hostnames, routes, interfaces)")
         probes = probe_nodes(self.ctx, self.nodes, self.nodes[0].address, port)
@@ -512,6 +515,34 @@ def run_ports(rdzv_port: int, num_nodes: int) -> list[int]:
     """Every port the run's jobs meet at: ``rdzv_port`` (the multi-node jobs) and one more per node
     (the intra-node sweeps, one per node, and the pairwise rounds, one per pair)."""
     return [rdzv_port + k for k in range(num_nodes + 1)]
+
+
+def deferred_gloo(ctx: RunContext, record: PreflightRecord, settings: PreflightSettings | None = None) -> bool:
+    """The gloo check preflight deferred (``record.gloo_deferred``), run now on the interpreter the
+    eval-Python phase decided; ``record`` takes its probes, plan and Gaps, and ``passed`` its result.
+
+    When that interpreter has no torch on some node the check cannot run: a Gap says so (the
+    eval Python's own Gap says why), and the gate is not failed for it, since every pass that
+    needs torch stops itself with its own Gap."""
+    pf = Preflight(ctx, settings or PreflightSettings())
+    pf.rec = record
+    record.probes = [p for p in record.probes if p.kind != "gloo"]
+    record.gloo_deferred = False
+    record.gloo_after_eval_python = True
+    ev = ctx.records.get("evalpython")
+    no_torch = [[g.node, str(g.facts.get("why", ""))] for g in getattr(ev, "gaps", []) or []
+                if g.kind == "evalpython.no-torch" and g.node]
+    if ev is None or not getattr(ev, "torch", "") or no_torch:
+        why = no_torch or [[n.name, "the eval Python was not decided"] for n in ctx.nodes]
+        for node in ctx.nodes:
+            pf._probe(ProbeResult("gloo", node.name, False, f"not run: `{ctx.eval_python}` has no torch on "
+                                  f"{short_list(sorted(n for n, _ in why))}", skipped=True))
+        record.gaps.append(Gap(PHASE, kind="preflight.gloo-no-torch", facts={"python": ctx.eval_python, "nodes": why}))
+        return True
+    ok = pf._gloo_launch()
+    record.passed = record.passed and ok
+    record.status = "ok" if record.passed else "failed"
+    return ok
 
 
 def _readline(proc, timeout_s: float) -> str:  # noqa: ANN001

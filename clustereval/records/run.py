@@ -58,6 +58,10 @@ class PreflightRecord(PhaseRecord):
     gpu_source: str = ""  # "cluster.toml" | "hostfile slots" | "nvidia-smi -L" | "" (unknown)
     rendezvous_fixes: list[str] = field(default_factory=list)  # is_host / --local_addr applied, and why
     rendezvous_plan: RendezvousPlan | None = None  # what the gloo check proved; every torchrun job reuses it
+    # the nodes' interpreter had no torch at preflight: the gloo check runs right after the eval-Python
+    # phase, as part of the gate (``preflight.deferred_gloo``); True until it has run
+    gloo_deferred: bool = False
+    gloo_after_eval_python: bool = False  # the gloo probes are from that deferred check
     rendezvous_probes: list[RendezvousProbe] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
     gpu_bf16_target_tflops: float | None = None  # [targets] gpu_bf16_tflops: judges the GPUs instead of the spec database
@@ -102,3 +106,7 @@ class EvalPythonRecord(PhaseRecord):
     refused_url: str = ""  # the PyTorch index (tag included) that listed it
     refused_why: str = ""  # the last line pip said
     executables: dict[str, str] = field(default_factory=dict)  # node -> sys.executable the interpreter resolves to
+    # the cached venv (``phases/venvcache.py``): the nodes that found it from an earlier run, and
+    # the nodes that built it in this one
+    venv_reused: list[str] = field(default_factory=list)
+    venv_built: list[str] = field(default_factory=list)

@@ -1,0 +1,127 @@
+"""The eval venv over SSH: built on every node at once, a node that fails costs that node, the next
+run finds the venv instead of building it, and ``cleanup --venvs`` removes only what it made.
+
+The venv is real: pip installs torch from the index pip on the nodes is configured with (the
+PyTorch index is a closed port, so the chain's second step runs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from clustereval.config import Config
+from clustereval.phases.base import RunContext
+from clustereval.phases.evalpython import EvalPythonPhase
+from clustereval.phases.venvcache import CACHE_DIR, MARKER, PART, cache_root_of, parse_cleanup
+from clustereval.report.gaps import say
+from clustereval.store import RunState, RunStore
+from tests.conftest import run_cli
+
+
+def node_wheels(folder) -> str:  # noqa: ANN001 - a Path
+    """Why the nodes cannot get an eval venv from pip's configured index ('' when they can).
+
+    The nodes have no route out: they install from pip's configured index on this machine (its
+    find-links and file indexes, where torch lies) plus ``folder``, where the one extra package those
+    lack (nvidia-ml-py) is downloaded first."""
+    res = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch", "--retries", "1", "--timeout",
+                          "15", "--disable-pip-version-check"], capture_output=True, text=True, timeout=300)
+    if "Available versions" not in res.stdout:
+        return "pip's configured index has no torch here"
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder),
+                          "nvidia-ml-py"], capture_output=True, text=True, timeout=300)
+    return "" if got.returncode == 0 else f"nvidia-ml-py could not be downloaded: {got.stderr.strip()[-200:]}"
+
+
+def find_links(folder) -> str:  # noqa: ANN001 - a Path
+    here = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"], capture_output=True,
+                          text=True).stdout.strip()
+    return " ".join(x for x in (here, str(folder)) if x)
+
+
+def _ctx(cluster, tmp_path, name: str) -> RunContext:
+    store = RunStore.create(tmp_path / name, "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", nodes=tuple(n.name for n in cluster.nodes), local_scratch=str(cluster.scratch_dir),
+                    torch_index="http://127.0.0.1:9/whl")
+    return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store)
+
+
+def test_each_node_builds_its_venv_a_lost_node_costs_itself_and_the_next_run_reuses_it(netns_cluster, tmp_path):
+    why = node_wheels(tmp_path / "wheels")
+    if why:
+        pytest.skip(why)
+    cluster = netns_cluster(2)
+    cluster.set_node_env(PIP_FIND_LINKS=find_links(tmp_path / "wheels"))
+    cluster.kill_sshd(1)  # node 1 refuses: its build fails, node 0's goes on
+    ctx = _ctx(cluster, tmp_path, "first")
+    first = EvalPythonPhase().run(ctx)
+    assert (first.mode, first.source, first.status) == ("venv", "default-index", "partial"), first.tried
+    assert first.venv_built == [cluster.nodes[0].name] and first.venv_reused == []
+    assert first.torch and ctx.eval_python == first.interpreter
+    root, shared = cache_root_of((), str(cluster.scratch_dir))
+    assert not shared and first.interpreter.startswith(f"{root}/")
+    (gap,) = [g for g in first.gaps if g.node]
+    assert gap.node == cluster.nodes[1].name and gap.kind == "node.error"
+    assert f"{cluster.nodes[1].name}(node1)" in say(gap).text
+    assert list(ctx.node_failures["evalpython"]) == [cluster.nodes[1].name]
+    # on node 0's own disk, complete and named by its key; no half-built folder beside it
+    on_disk = sorted(p.name for p in (cluster.node_scratch_dir(0) / CACHE_DIR).iterdir())
+    digest = first.interpreter.split("/")[-3]
+    assert on_disk == [digest] and json.loads((cluster.node_scratch_dir(0) / CACHE_DIR / digest / MARKER)
+                                              .read_text())["digest"] == digest
+    assert not (cluster.node_scratch_dir(1) / CACHE_DIR).exists()
+
+    second_ctx = _ctx(cluster, tmp_path, "second")
+    second = EvalPythonPhase().run(second_ctx)
+    assert second.venv_reused == [cluster.nodes[0].name] and second.venv_built == []
+    assert second.interpreter == first.interpreter and second.torch == first.torch
+
+    # cleanup --venvs: ours goes, a folder it did not make stays, on every node
+    cluster.start_sshd(1)
+    stranger = cluster.node_scratch_dir(0) / CACHE_DIR / "0123456789abcdef"
+    stranger.mkdir()
+    (stranger / MARKER).write_text(json.dumps({"digest": "another"}))
+    half = cluster.node_scratch_dir(1) / CACHE_DIR / f"0123456789abcdef{PART}n1-abc123"
+    half.mkdir(parents=True)
+    (half / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    config = cluster.write_config(shared_paths=[])
+    res = run_cli("cleanup", "--venvs", "--config", str(config), cwd=cluster.workdir, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"removed {root}/{digest}" in res.stdout and f"left {stranger.as_posix().replace(str(cluster.node_scratch_dir(0)), str(cluster.scratch_dir))} alone" in res.stdout
+    assert sorted(p.name for p in (cluster.node_scratch_dir(0) / CACHE_DIR).iterdir()) == [stranger.name]
+    assert list((cluster.node_scratch_dir(1) / CACHE_DIR).iterdir()) == []
+
+
+def test_cleanup_keeps_every_folder_it_did_not_make(tmp_path):
+    """The cleanup script on this machine: only marker-proven venvs and our half-built ones go."""
+    from clustereval.phases.venvcache import cleanup_argv
+
+    root = tmp_path / CACHE_DIR
+    ours = root / "00000000000000aa"
+    ours.mkdir(parents=True)
+    (ours / MARKER).write_text(json.dumps({"digest": "00000000000000aa"}))
+    (ours / "lib").mkdir()
+    (ours / "lib" / "x.bin").write_bytes(b"x" * 1000)
+    for name, marker in (("00000000000000bb", {"digest": "00000000000000aa"}), ("00000000000000cc", None),
+                         ("mine", {"digest": "mine"})):
+        (root / name).mkdir()
+        if marker is not None:
+            (root / name / MARKER).write_text(json.dumps(marker))
+    (root / f"00000000000000dd{PART}n0-1").mkdir()  # not a venv: kept
+    (root / "file.txt").write_text("x")
+    argv = cleanup_argv(str(root))
+    argv[0] = sys.executable
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    seen = {p.path.split("/")[-1]: p for p in parse_cleanup("here", res.stdout)}
+    assert seen["00000000000000aa"].removed and seen["00000000000000aa"].size_bytes >= 1000
+    kept = {n: p.why for n, p in seen.items() if not p.removed}
+    assert kept == {"00000000000000bb": "its marker names another folder", "00000000000000cc": "no clustereval marker in it",
+                    "mine": "not a folder clustereval made", f"00000000000000dd{PART}n0-1": "not a venv",
+                    "file.txt": "not a folder clustereval made"}
+    assert sorted(p.name for p in root.iterdir()) == sorted(kept)
+    shutil.rmtree(root)
