@@ -504,7 +504,8 @@ def debug_fs_cmd(mount: str, config_path: str | None, node_name: str | None, run
 def pairwise(config_path: str | None, payload_mib: int | None, reports_dir: str | None) -> None:
     """All-reduce busbw for node pairs in parallel rounds, several samples each; names a node only when
     every sample of its pairs, the fastest included, is more than 5% below the slowest sample of the
-    healthy pairs (above 16 nodes: 5% below the round's median, then a confirming round).
+    healthy pairs (above 4 nodes: both members of a pair 5% below the round's upper quartile are
+    suspects, and a suspect is named only when its pairs with two trusted partners are slow too).
 
     Needs torch in eval_python (or the nodes' python3): it builds no venv.
 

@@ -59,12 +59,13 @@ def test_reference_names_every_command_and_option_and_nothing_else():
 
 
 def _code_keys() -> set[str]:
-    keys = {k for k in configload.TOP_KEYS if k not in ("ssh", "slurm", "kubectl", "nccl_env", "targets")}
+    keys = {k for k in configload.TOP_KEYS if k not in ("ssh", "slurm", "kubectl", "nccl_env", "targets", "verdicts")}
     keys |= {f"ssh.{k}" for k in configload.SSH_KEYS}
     keys |= {f"slurm.{f.name}" for f in dataclasses.fields(SlurmConfig)}
     keys |= {f"kubectl.{f.name}" for f in dataclasses.fields(KubectlConfig)}
     keys |= {f"targets.{k}" for k in configload.TARGET_KEYS}
     keys |= {f"targets.storage.{k}" for k in configload.STORAGE_KEYS}
+    keys |= {f"verdicts.{k}" for k in configload.VERDICT_KEYS}
     return keys
 
 
