@@ -73,7 +73,8 @@ def smi(query: str) -> str:
 
 
 class HeldLoop:
-    """Back-to-back ``torch.mm`` of one shape for a fixed time; one (t, TFLOPS, W, MHz, °C) per chunk."""
+    """Back-to-back ``torch.mm`` of one shape in one operand layout for a fixed time; one (t, TFLOPS,
+    W, MHz, °C) per chunk of about a quarter second. Not the worker's code: an independent check."""
 
     def __init__(self, device: str, gpu: int = 0) -> None:
         import torch
@@ -87,11 +88,13 @@ class HeldLoop:
             pynvml.nvmlInit()
             self.nv, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(gpu)
 
-    def run(self, shape: tuple[int, int, int], seconds: float) -> list[dict[str, float | None]]:
+    def run(self, shape: tuple[int, int, int], seconds: float, layout: str = "nn") -> list[dict[str, float | None]]:
+        """``layout`` ``nn``: B is K×N in memory; ``tn``: B is N×K, read transposed."""
         torch = self.torch
         m, n, k = shape
         a = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
-        b = torch.randn(k, n, device=self.dev, dtype=torch.bfloat16)
+        b = (torch.randn(k, n, device=self.dev, dtype=torch.bfloat16) if layout == "nn"
+             else torch.randn(n, k, device=self.dev, dtype=torch.bfloat16).t())
         c = torch.empty(m, n, device=self.dev, dtype=torch.bfloat16)
         work = 2 * m * n * k
         torch.mm(a, b, out=c)

@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.matmul_msmf import context, held_summary, smi  # noqa: E402
+from benchmarks.matmul_msmf import HeldLoop, context, held_summary, smi  # noqa: E402
 from clustereval.analysis.matmul import held_rate  # noqa: E402
 from clustereval.phases.matmul import MatmulPhase  # noqa: E402
 from clustereval.phases.settings import PROFILES, GpuSettings, gpu_settings  # noqa: E402
@@ -89,61 +89,6 @@ def parse_finder(text: str) -> FinderResult:
         elif line.strip().startswith("- benchmark version:"):
             out.version = line.split(":", 1)[1].strip()
     return out
-
-
-class HeldLoop:
-    """Back-to-back ``torch.mm`` of one shape in one operand layout; one (t, TFLOPS, W, MHz, °C) per
-    chunk of about a quarter second. Not the worker's code: an independent check."""
-
-    def __init__(self, device: str, gpu: int = 0) -> None:
-        import torch
-
-        self.torch, self.device = torch, device
-        self.dev = torch.device("cuda", gpu) if device == "cuda" else torch.device("cpu")
-        self.nv = self.handle = None
-        if device == "cuda":
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nv, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(gpu)
-
-    def run(self, shape: tuple[int, int, int], layout: str, seconds: float) -> list[dict[str, float | None]]:
-        torch = self.torch
-        m, n, k = shape
-        a = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
-        b = (torch.randn(k, n, device=self.dev, dtype=torch.bfloat16) if layout == "nn"
-             else torch.randn(n, k, device=self.dev, dtype=torch.bfloat16).t())
-        c = torch.empty(m, n, device=self.dev, dtype=torch.bfloat16)
-        work = 2 * m * n * k
-        torch.mm(a, b, out=c)
-        count, rows = 1, []
-        t_start = time.monotonic()
-        while time.monotonic() - t_start < seconds:
-            if self.device == "cuda":
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                for _ in range(count):
-                    torch.mm(a, b, out=c)
-                e1.record()
-                e1.synchronize()
-                spent = e0.elapsed_time(e1) / 1e3
-            else:
-                t = time.perf_counter()
-                for _ in range(count):
-                    torch.mm(a, b, out=c)
-                spent = time.perf_counter() - t
-            row: dict[str, float | None] = {"t_s": round(time.monotonic() - t_start, 3),
-                                            "tflops": round(count * work / spent / 1e12, 6)}
-            if self.nv is not None:
-                row["power_w"] = round(self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1000.0, 1)
-                row["sm_mhz"] = float(self.nv.nvmlDeviceGetClockInfo(self.handle, self.nv.NVML_CLOCK_SM))
-                row["temp_c"] = float(self.nv.nvmlDeviceGetTemperature(self.handle, self.nv.NVML_TEMPERATURE_GPU))
-            rows.append(row)
-            count = max(1, round(count * 0.25 / max(spent, 1e-9)))
-        del a, b, c
-        if self.device == "cuda":
-            torch.cuda.empty_cache()
-        return rows
 
 
 def run_phase(out: Path, smoke: bool) -> tuple[MatmulRecord, float]:
@@ -217,7 +162,7 @@ def main() -> int:
             if v is None:
                 continue
             print(f"holding {who} {v[0]} {v[1]} for {seconds:g} s", flush=True)
-            rows = loop.run(v[0], v[1], seconds)
+            rows = loop.run(v[0], seconds, layout=v[1])
             held.append({"who": who, "shape": list(v[0]), "layout": v[1], "seconds": seconds,
                          "held": held_summary(rows, seconds), "rows": rows})
     (out / "held.json").write_text(json.dumps(held, separators=(",", ":")) + "\n")
