@@ -112,8 +112,8 @@ def test_a_gpu_node_without_dcgm_has_its_health_pass_not_run(tmp_path):
     accepted = tmp_path / "accepted"
     accepted.mkdir()
     (accepted / "cluster.toml").write_text('# no DCGM on this image\nskip = ["health", "packages", "evalpython", '
-                                           '"environment", "connectivity", "matmul", "lemon", "allreduce", '
-                                           '"pairwise", "storage"]\n')
+                                           '"environment", "connectivity", "gpupass", "matmul", "lemon", '
+                                           '"allreduce", "pairwise", "storage"]\n')
     proc, md, closeout = _run(accepted, path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Not asked for by the operator" in md and "the hardware health pass" in md
