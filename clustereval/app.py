@@ -87,7 +87,7 @@ def run_eval(config: Config, *, profile: str | None, phase_list: str | None, res
         transport.close()  # gives back a Slurm allocation this run asked for, also on Ctrl-C or an error
 
 
-def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str, resume_dir: Path | None,
+def _run_with(transport: Transport, config: Config, phases: list[str], *, profile: str | None, resume_dir: Path | None,
               reports_dir: Path | None, console: Console, out: Console, debug: bool,
               junit_path: Path | None = None) -> int:
     nodes = nodes_of(config, transport)

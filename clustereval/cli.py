@@ -7,6 +7,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import IO, cast
 
 import click
 from rich.console import Console
@@ -44,8 +45,9 @@ class _Scrubbed:
         return getattr(self._stream, "encoding", "utf-8")
 
 
-console = Console(file=_Scrubbed("stderr"), highlight=False, soft_wrap=True)
-out = Console(file=_Scrubbed("stdout"), highlight=False, soft_wrap=True)
+# rich types ``file`` as IO[str]; it writes, flushes and asks isatty, fileno and encoding, which _Scrubbed answers
+console = Console(file=cast(IO[str], _Scrubbed("stderr")), highlight=False, soft_wrap=True)
+out = Console(file=cast(IO[str], _Scrubbed("stdout")), highlight=False, soft_wrap=True)
 
 
 def _fail(exc: ClusterEvalError, debug: bool) -> None:
@@ -570,7 +572,7 @@ def main() -> None:
 def _click_error(exc: click.ClickException) -> UsageError:
     """click's own parse errors in the form of every other bad input."""
     ctx = getattr(exc, "ctx", None)
-    names = []
+    names: list[str] = []
     while ctx is not None and ctx.parent is not None:  # the subcommands, not how the program was started
         names.insert(0, ctx.info_name or "")
         ctx = ctx.parent

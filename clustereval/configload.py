@@ -373,12 +373,12 @@ class _Loader:
                          f'hostfile = "{value.rstrip("/")}/hostfile"')
             return None
         try:
-            data = path.read_bytes()
+            raw = path.read_bytes()
         except OSError as exc:
             self.problem(("hostfile",), f"cannot read the hostfile {value}: {exc.strerror or exc}",
                          "paths are relative to cluster.toml; one peer address per line")
             return None
-        text, bad_line, why = decode_text(data)
+        text, bad_line, why = decode_text(raw)
         if text is None:
             self.problems.append(Problem(f"{display}:{bad_line}", why,
                                          "the hostfile is plain text, one peer address per line (10.0.0.1 or "
@@ -589,11 +589,11 @@ def load_config(path: Path | str) -> Config:
         raise ConfigError([Problem(str(path), "is a directory, not a cluster.toml file",
                                    f"give the file inside it, e.g. --config {path / 'cluster.toml'}")])
     try:
-        data = path.read_bytes()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(str(path), f"cannot read: {exc.strerror or exc}",
                                    "run `clustereval init` to write a commented template")]) from None
-    text, bad_line, why = decode_text(data)
+    text, bad_line, why = decode_text(raw)
     if text is None:
         raise ConfigError([Problem(f"{path}:{bad_line}", why,
                                    "cluster.toml is a text file; `clustereval init` writes a commented one")])

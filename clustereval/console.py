@@ -112,7 +112,7 @@ class RunConsole:
                 # scans report as "storage") share one
                 key = phase if phase in self._tasks else "_steps"
                 task = self._tasks.get(key)
-                fields = {"phase": phase, "node": node, "until": now + eta_s if eta_s else None}
+                fields: dict[str, Any] = {"phase": phase, "node": node, "until": now + eta_s if eta_s else None}
                 if task is None:
                     self._tasks[key] = self._progress.add_task(message, total=None, **fields)
                 else:

@@ -348,8 +348,8 @@ class Interrupts:
         self.stop = stop
         self.say = say
         self.terminated = False
-        self._old = None
-        self._old_term = None
+        self._old: Callable[..., Any] | int | None = None  # what signal.signal gives back
+        self._old_term: Callable[..., Any] | int | None = None
 
     def __enter__(self) -> Interrupts:
         self._old = signal.signal(signal.SIGINT, self._handle)

@@ -195,14 +195,14 @@ def _drift(old: dict[str, Any], new: dict[str, Any]) -> list[Drift]:
     om = {m["mount"]: m for m in oc.get("mounts", [])}
     nm = {m["mount"]: m for m in nc.get("mounts", [])}
     for mount in sorted(set(om) | set(nm)):
-        a, b = om.get(mount), nm.get(mount)
-        if a is None or b is None:
-            rows.append((f"mount {mount}", "mount", "present" if a else "absent", "present" if b else "absent", ""))
+        ma, mb = om.get(mount), nm.get(mount)
+        if ma is None or mb is None:
+            rows.append((f"mount {mount}", "mount", "present" if ma else "absent", "present" if mb else "absent", ""))
             continue
         for f in MOUNT_FIELDS:
-            if a.get(f) != b.get(f):
-                rows.append((f"mount {mount} {f}", "mount", str(a.get(f, "")), str(b.get(f, "")), ""))
-        la, lb = a.get("layout") or {}, b.get("layout") or {}
+            if ma.get(f) != mb.get(f):
+                rows.append((f"mount {mount} {f}", "mount", str(ma.get(f, "")), str(mb.get(f, "")), ""))
+        la, lb = ma.get("layout") or {}, mb.get("layout") or {}
         for f in LAYOUT_FIELDS:
             if la and lb and la.get(f) != lb.get(f):
                 rows.append((f"mount {mount} layout {f}", "mount", str(la.get(f, "")), str(lb.get(f, "")), ""))

@@ -19,9 +19,9 @@ def enrich(node: NodeEnvironment) -> NodeEnvironment:
         if spec and not gpu.sm_count and spec.sm_count:
             gpu.sm_count = spec.sm_count
     for nic in node.nics:
-        spec = lookup_nic(nic.kind, nic.rate_gb_s, nic.ca_type)
-        if spec:
-            nic.product = spec.key
+        nic_spec = lookup_nic(nic.kind, nic.rate_gb_s, nic.ca_type)
+        if nic_spec:
+            nic.product = nic_spec.key
     return node
 
 

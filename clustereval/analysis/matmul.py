@@ -413,7 +413,9 @@ def pin_for_msmf(book: _Book, plan: SearchPlan, tel: Telemetry) -> ShapeTiming |
             break
         book.sustained.append(classify_sustained(book.measure(t.shape, SUSTAINED), tel, plan.min_power_frac))
     good = [t for t in book.sustained if qualifies(t)]
-    return max(good, key=lambda t: (held_rate(t), t.shape), default=None)
+    if not good:
+        return None
+    return max(good, key=lambda t: (held_rate(t), t.shape))
 
 
 def _next_candidates(timings: Iterable[ShapeTiming], plan: SearchPlan, pinned: set[Shape],

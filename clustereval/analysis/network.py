@@ -32,7 +32,7 @@ class IntraSpec:
 def intra_spec(env_node, override_gb_s: float | None = None) -> IntraSpec:
     """The intra-node wire spec from the environment record's node (duck-typed NodeEnvironment)."""
     nv = getattr(env_node, "nvlink", None)
-    if nv is not None and getattr(nv, "generation", 0):
+    if nv is not None and getattr(nv, "generation", None):
         spec = override_gb_s or nv.spec_uni_gb_s
         return IntraSpec(f"NVLink {nv.generation}", nv.topo_bond or (f"NV{nv.num_links_per_gpu}" if nv.num_links_per_gpu
                                                                       else ""),

@@ -47,7 +47,7 @@ class _Nodes:
                    getattr(records.get("gpupass"), "nodes", None) or []]
         for nodes in sources:
             for n in nodes:
-                name = getattr(n, "name", None) or getattr(n, "node", "")
+                name = getattr(n, "name", "") or getattr(n, "node", "")
                 self.index.setdefault(name, getattr(n, "index", 0))
                 if getattr(n, "hostname", ""):
                     self.hostname.setdefault(name, n.hostname)
@@ -138,7 +138,7 @@ def _timing_provenance(t: Any) -> dict[str, Any]:
 
 def _compute_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    mm = records.get("matmul")
+    mm: Any = records.get("matmul")  # a record or None; read only for its nodes
     for n in getattr(mm, "nodes", None) or []:
         search = n.search
         if search is not None and search.mamf is not None:
@@ -156,7 +156,7 @@ def _compute_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, A
                     "power_w": first.power_w if first else None, "sm_mhz": first.sm_mhz if first else None,
                     "underperforming": g.gpu in n.underperforming}
             out.append(_passes_figure("msmf", n, g.gpu, list(g.tflops), g.gpu in n.dead, prov, fleet))
-    lemon = records.get("lemon")
+    lemon: Any = records.get("lemon")  # a record or None; read only for its nodes
     for n in getattr(lemon, "nodes", None) or []:
         for g in n.gpus:
             prov = {"phase": "lemon", "record": "lemon.record.json", "dtype": lemon.dtype,
@@ -248,7 +248,7 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> l
         num = len(ar.inter.nodes)
         out += _sweep_figures(ar.inter, "busbw-inter", f"{num}-nodes", f"inter-node all-reduce over {num} nodes", None,
                               fleet)
-    pw = records.get("pairwise")
+    pw: Any = records.get("pairwise")  # a record or None; read only for its pairs
     for p in getattr(pw, "pairs", None) or []:
         a, b = sorted((p.a, p.b), key=lambda x: (nodes.idx(x) is None, nodes.idx(x) or 0, x))
         out.append({"id": f"pairwise/{nodes.key(a)}+{nodes.key(b)}", "kind": "pairwise",
@@ -321,7 +321,7 @@ def _node_entries(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, Any]
         software = {f: (getattr(sw, f, "") if sw is not None else "") for f in SOFTWARE_FIELDS}
         for f in ("torch", "nccl", "python"):  # what the eval Python reported, where the inventory did not
             software[f] = software[f] or (getattr(ev, f, "") if ev is not None else "")
-        if sw is not None and not software["driver"]:
+        if e is not None and sw is not None and not software["driver"]:
             software["driver"] = next((g.driver_version for g in e.gpus if g.driver_version), "")
         gpus = list(getattr(e, "gpus", None) or [])
         models = Counter(g.name for g in gpus)
@@ -348,11 +348,10 @@ def _mounts(records: dict[str, Any], nodes: _Nodes) -> list[dict[str, Any]]:
     if st is not None:
         for scan in ([st.local] if st.local else []) + list(st.shared):
             layouts[scan.mount] = scan
-    out = []
+    out: list[dict[str, Any]] = []
     for p in parts:
-        entry: dict[str, Any] = {"mount": p.mount, "fstype": p.fstype, "size_bytes": p.size_bytes, "source": p.source,
-                                 "shared": p.shared}
-        out.append(entry)
+        out.append({"mount": p.mount, "fstype": p.fstype, "size_bytes": p.size_bytes, "source": p.source,
+                    "shared": p.shared})
     known = {e["mount"] for e in out}
     for mount, scan in layouts.items():
         entry = next((e for e in out if e["mount"] == mount), None)
@@ -400,10 +399,10 @@ def _verdict_target(f: Finding, records: dict[str, Any], storage_targets: Any) -
             return {"value": ar.internode_target_gb_s, "unit": "GB/s", "what": "inter-node all-reduce busbw",
                     "source": "cluster.toml"}
         if "intra-node" in f.text:
-            spec = intra_spec(env0, ar.nvlink_target_gb_s)
-            if spec.spec_uni_gb_s:
-                return {"value": spec.spec_uni_gb_s, "unit": "GB/s", "what": f"{spec.kind or 'intra-node'} unidirectional",
-                        "source": spec.source}
+            wire = intra_spec(env0, ar.nvlink_target_gb_s)
+            if wire.spec_uni_gb_s:
+                return {"value": wire.spec_uni_gb_s, "unit": "GB/s", "what": f"{wire.kind or 'intra-node'} unidirectional",
+                        "source": wire.source}
     st = records.get("storage")
     if f.subsystem in ("local disk", "shared network FS") and st is not None:
         targets = list(storage_targets if storage_targets is not None else st.targets)

@@ -114,7 +114,7 @@ class LemonPhase:
                             todo = []
                         break
                     current = g
-                    done = proc.wait_event(lambda e, g=g: e.get("gpu") == g and e.get("event") in ("lemon", "error", "busy"),
+                    done = proc.wait_event(is_event("lemon", "error", "busy", gpu=g),
                                            settings.lemon_gpu_timeout_s)
                     if done is None:
                         if ctx.stop.is_set():  # interrupted: no verdict on this GPU

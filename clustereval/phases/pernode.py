@@ -103,7 +103,7 @@ def lost_gap(ctx: RunContext, phase: str, title: str, node: Node) -> Gap:
 def error_gap(ctx: RunContext, phase: str, title: str, node: Node, exc: ClusterEvalError, what: str) -> Gap:
     return Gap(phase=phase, node=node.name, kind="node.error",
                facts={"label": node_label(ctx, node), "title": title, "address": node.address,
-                      "during": f"`{exc.during}`" if getattr(exc, "during", "") else what, "lost": gone(exc),
+                      "during": f"`{during}`" if (during := getattr(exc, "during", "")) else what, "lost": gone(exc),
                       "error_id": exc.error_id, "message": exc.message, "hint": exc.hint or ""})
 
 

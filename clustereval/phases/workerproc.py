@@ -133,7 +133,8 @@ def _parse(line: str) -> Event | None:
     return value if isinstance(value, dict) and "event" in value else None
 
 
-def is_event(name: str, **fields: Any) -> Callable[[Event], bool]:
+def is_event(*names: str, **fields: Any) -> Callable[[Event], bool]:
+    """Matches an event named any of ``names`` whose ``fields`` hold the values given."""
     def match(event: Event) -> bool:
-        return event.get("event") == name and all(event.get(k) == v for k, v in fields.items())
+        return event.get("event") in names and all(event.get(k) == v for k, v in fields.items())
     return match

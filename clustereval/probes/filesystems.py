@@ -66,8 +66,8 @@ def md_description(device: str, blocks: Sequence[BlockDev]) -> str:
     sizes = {d.size_bytes for d in disks if d}
     kinds = {_disk_kind(d) for d in disks if d}
     desc = f"{len(members)}×"
-    if len(sizes) == 1 and next(iter(sizes)):
-        desc += " " + iec(next(iter(sizes)))
+    if len(sizes) == 1 and (size := next(iter(sizes))):
+        desc += " " + iec(size)
     if len(kinds) == 1:
         desc += " " + next(iter(kinds))
     return f"{label} ({desc.strip()})"

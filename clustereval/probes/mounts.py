@@ -170,7 +170,7 @@ def _parse_columns(text: str) -> list[BlockDev]:
             else:
                 cells[col] = line[start:].split()[0]
         raw_name = line[: starts[1][0] if len(starts) > 1 else len(line)].rstrip()
-        prefix = re.match(r"^[\s│├└─|`-]*", raw_name).group()
+        prefix = re.split(r"[^\s│├└─|`-]", raw_name, maxsplit=1)[0]  # the tree drawing before the name
         depth = len(prefix) // 2
         name = raw_name[len(prefix):].split()[0] if raw_name[len(prefix):].split() else ""
         if not name:

@@ -66,7 +66,7 @@ def parse_ibstat(text: str) -> list[IbCa]:
         elif key == "Physical state":
             port.physical_state = value
         elif key == "Rate":
-            port.rate_gb_s = float(re.match(r"[\d.]+", value).group()) if re.match(r"[\d.]+", value) else 0.0
+            port.rate_gb_s = float(m.group()) if (m := re.match(r"[\d.]+", value)) else 0.0
         elif key == "Link layer":
             port.link_layer = value
     return cas

@@ -32,7 +32,7 @@ class QGpu:
     def num(self, *path: str) -> float | None:
         return number(self.get(*path))
 
-    def int(self, *path: str) -> int:
+    def int_at(self, *path: str) -> int:
         v = integer(self.get(*path))
         return v if v is not None else 0
 
@@ -48,12 +48,12 @@ class QGpu:
     def pcie(self) -> dict[str, int]:
         link = ("PCI", "GPU Link Info")
         return {
-            "gen_max": self.int(*link, "PCIe Generation", "Max"),
-            "gen_current": self.int(*link, "PCIe Generation", "Current"),
-            "gen_device_max": self.int(*link, "PCIe Generation", "Device Max"),
-            "gen_host_max": self.int(*link, "PCIe Generation", "Host Max"),
-            "width_max": self.int(*link, "Link Width", "Max"),
-            "width_current": self.int(*link, "Link Width", "Current"),
+            "gen_max": self.int_at(*link, "PCIe Generation", "Max"),
+            "gen_current": self.int_at(*link, "PCIe Generation", "Current"),
+            "gen_device_max": self.int_at(*link, "PCIe Generation", "Device Max"),
+            "gen_host_max": self.int_at(*link, "PCIe Generation", "Host Max"),
+            "width_max": self.int_at(*link, "Link Width", "Max"),
+            "width_current": self.int_at(*link, "Link Width", "Current"),
         }
 
     def clock_event_reasons(self) -> list[str]:

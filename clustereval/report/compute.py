@@ -251,8 +251,8 @@ def _health(doc: Document, health: HealthRecord, result: SectionResult) -> None:
     for p in plugins:
         row = [f"`{p}`"]
         for n in ran:
-            r = next((x for x in n.results if x.plugin == p), None)
-            row.append(_cell(r) if r else "")
+            found = next((x for x in n.results if x.plugin == p), None)
+            row.append(_cell(found) if found else "")
         rows.append(row)
     doc.table(["plugin", *cols], rows)
     notes = [f"{labels[n.node]} `{r.plugin}`: {m}" for n, r in failing for m in r.messages
@@ -443,7 +443,7 @@ def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
 
 
 def _three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) -> list[str]:
-    out = []
+    out: list[str] = []
     if n.num_passes < 3:
         return out
     for gpu in n.flagged:

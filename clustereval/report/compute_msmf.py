@@ -94,9 +94,9 @@ def steadiness_sentences(n: NodeMatmul, multi: bool) -> list[str]:
         if t.label == UNSTEADY:
             out.append(f"The held shape {_shape(t)}: {t.why}, so it was labelled UNSTEADY and is not an MSMF candidate.")
     for g in n.gpus:
-        for t in g.timings:
-            if t is not None and t.label == UNSTEADY:
-                out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` at the MSMF shape: {t.why}, so its MSMF "
+        for gt in g.timings:
+            if gt is not None and gt.label == UNSTEADY:
+                out.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` at the MSMF shape: {gt.why}, so its MSMF "
                            "was still moving when it was read.")
                 break
     return out

@@ -218,7 +218,7 @@ def _two_col(doc: Document, head: str, rows: list[tuple[str, str]]) -> None:
 def _pcie(n: NodeEnvironment) -> str:
     if not n.gpus:
         return ""
-    links = Counter()
+    links: Counter[str] = Counter()
     notes = []
     for g in n.gpus:
         text = f"Gen{g.pcie_gen_max} ×{g.pcie_width_current}" if g.pcie_gen_max else ""

@@ -80,7 +80,7 @@ def number_ok(text: str, m: re.Match) -> bool:
         return True
     if re.search(r"\d[-–]$", before):  # the rest of a date or range, judged at its first number
         return True
-    if re.fullmatch(r"\d+\.\d+\.\d+.*", token + re.match(r"[\d.]*", after).group()) or after.startswith((".", "+")) and re.match(r"[.+]\w", after):
+    if re.fullmatch(r"\d+\.\d+\.\d+.*", token + re.split(r"[^\d.]", after, maxsplit=1)[0]) or after.startswith((".", "+")) and re.match(r"[.+]\w", after):
         return True
     if re.fullmatch(r"(19|20)\d{2}", token):
         return True

@@ -322,10 +322,10 @@ def _gpu_naming(doc: Doc):
             if not re.search(r"\(node\d+\):$", text[:m.start()]):
                 yield ln.n, f"`{m.group()}`: name a GPU as `<hostname>(node<N>):gpu<i>`"
                 break
-        m = re.search(r"\b(one|two|three|four|five|six|seven|eight|several|some|a few|\d+)\s+(slow|dead|under-?performing|"
-                      r"throttled)\s+(GPUs?|cards?)\b", text, re.IGNORECASE)
-        if m:
-            yield ln.n, f"`{m.group()}`: list every GPU by name, one bullet each"
+        counted = re.search(r"\b(one|two|three|four|five|six|seven|eight|several|some|a few|\d+)\s+(slow|dead|"
+                            r"under-?performing|throttled)\s+(GPUs?|cards?)\b", text, re.IGNORECASE)
+        if counted:
+            yield ln.n, f"`{counted.group()}`: list every GPU by name, one bullet each"
 
 
 @rule("single-node", "one node: no Inter-node section, TOC line or concurrent-write poke")
@@ -399,9 +399,9 @@ def _tool_link(doc: Doc):
         if ln.kind not in ("text", "table") or ln.h2 == "Table of Contents":
             continue  # the TOC names the tools its sections introduce
         linked = {}
-        for label, target, _col in links(ln.raw):
+        for label, href, _col in links(ln.raw):
             for span, _ in code_spans(label):
-                linked[_tool_of(span)] = target
+                linked[_tool_of(span)] = href
         for span, _ in code_spans(ln.raw):
             tool = _tool_of(span)
             if not tool or tool in seen:

@@ -317,12 +317,12 @@ def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
     payloads = sorted({r.payload_bytes for s in sweeps for r in s.rows})
     if len(sweeps) <= 4:
         headers = ["payload"] + [f"busbw {node_label(view, s.nodes[0])} (GBps)" for s in sweeps]
-        rows = [[iec_precise(p)] + [gbps(r.busbw_gb_s) if (r := s.row_at(p)) else "" for s in sweeps] for p in payloads]
+        rows = [[iec_precise(p)] + [gbps(x.busbw_gb_s) if (x := s.row_at(p)) else "" for s in sweeps] for p in payloads]
     else:
         headers = ["payload", "busbw median (GBps)", "busbw min (GBps)", "slowest node"]
         rows = []
         for p in payloads:
-            vals = [(r.busbw_gb_s, s) for s in sweeps if (r := s.row_at(p))]
+            vals = [(x.busbw_gb_s, s) for s in sweeps if (x := s.row_at(p))]
             low = min(vals, key=lambda v: v[0])
             rows.append([iec_precise(p), gbps(an.median_row(sweeps, p) or 0.0), gbps(low[0]), node_label(view, low[1].nodes[0])])
     doc.table(headers, rows, "r" * (len(headers) - (1 if len(sweeps) > 4 else 0)) + ("l" if len(sweeps) > 4 else ""))
@@ -373,7 +373,7 @@ def _inter(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     for r in s.rows:
         o = one[r.payload_bytes]
         rows.append([iec_precise(r.payload_bytes), gbps(r.algbw_gb_s), gbps(r.busbw_gb_s)]
-                    + ([gbps(o), f"{r.busbw_gb_s / o:.2f}"] if compare else []))
+                    + ([gbps(o), f"{r.busbw_gb_s / o:.2f}"] if compare and o else []))
     doc.table(headers, rows, "r" * len(headers))
     p = an.peak(s)
     assert p is not None
