@@ -83,7 +83,7 @@ def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy:
     if rec is None:
         return None
     out = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="TFLOPS", noun="GPU", policy=policy)
-    for n in rec.nodes:
+    for n in getattr(rec, "nodes", None) or []:  # a record read by attribute only may have none
         for g in n.gpus:
             if g.gpu in n.dead or bool(getattr(g, "error", "")):
                 continue  # a dead GPU is its own finding, not a slow one
