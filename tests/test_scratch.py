@@ -114,7 +114,7 @@ def test_full_filesystem_is_refused_before_anything_is_written(tmp_path):
     small = tmp_path / "small"
     with tmpfs(small, size="4m"):
         ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(small,))
-        with pytest.raises(ScratchError, match="free.*needs") as exc:
+        with pytest.raises(ScratchError, match="room for.*needs") as exc:
             scratch_for(ctx).require_space(ctx.nodes[0], str(small), 16 * 2**30, "the scan's largest run")
         assert "nothing was written" in exc.value.message
         assert os.listdir(small) == []
