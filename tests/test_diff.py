@@ -101,7 +101,8 @@ def test_different_clusters_are_named_and_compared_by_node_order(tmp_path):
     assert (gpu.subject, gpu.old_subject) == ("gpu-y(node1):gpu2", "gpu-b(node1):gpu2")
 
 
-def test_a_change_is_judged_on_both_runs_repeat_noise():
+def test_change_inside_a_gpus_three_pass_spread_is_within_noise():
+    """Judged on both runs' repeat noise (Welch, Holm), no fixed floor: issue 29's rule."""
     def summary(gpu2):
         # three passes of four GPUs: the others repeat within 0.15%, gpu2 as given
         others = (700.0, 701.0, 699.0)

@@ -200,7 +200,9 @@ def test_rendezvous_port_in_use_is_reported_before_gloo(cluster3):
     assert "│ gloo" not in proc.stdout
 
 
-def test_nodes_without_torch_defer_gloo_and_say_so_when_the_eval_python_has_none_either(cluster3, tmp_path):
+def test_nodes_without_torch_skip_gloo_with_a_gap(cluster3, tmp_path):
+    """Preflight skips its gloo check on nodes whose Python has no torch, deferring it to after the eval
+    Python is built; when that one has no torch either, the deferred check says so in a Gap."""
     # an interpreter that cannot see site-packages: torch is not importable with it
     wrapper = cluster3.shared_dir / "python-no-site"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')

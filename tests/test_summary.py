@@ -67,7 +67,8 @@ def test_summary_holds_cluster_figures_verdicts_and_phases(tmp_path):
     assert {p["outcome"] for p in s["phases"]} == {"ok"}
 
 
-def test_a_gpus_noise_is_its_peers_pooled_repeat_noise():
+def test_three_pass_spread_sets_a_gpus_noise():
+    """A GPU's three passes set its noise, pooled with its peers' repeats (no fixed 2%)."""
     passes = [{0: 700.0, 1: 700.0, 2: 660.0, 3: 700.0}, {0: 700.0, 1: 700.0, 2: 700.0, 3: 700.0},
               {0: 700.0, 1: 700.0, 2: 690.0, 3: 700.0}]
     records = {"matmul": cr.matmul([passes], hosts=("gpu-a",))}
