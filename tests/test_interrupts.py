@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 from tests.storagehelpers import files_outside_trash
-from tests.test_storage_phase import write_config
+from tests.test_storage_phase import start_storage_run
 
 
 def _processes_under(path: Path) -> list[tuple[str, str]]:
@@ -37,14 +37,7 @@ def _processes_under(path: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_during_fio_exits_130_with_a_lint_clean_partial_report_and_nothing_left(tmp_path, presses):
-    (tmp_path / "local").mkdir()
-    (tmp_path / "shared").mkdir()
-    config = write_config(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", config, "--phases", "storage",
-                             "--profile", "quick"], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    users = tmp_path / "local" / "evaluser"
+    proc, users = start_storage_run(tmp_path)
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline:
         time.sleep(0.2)

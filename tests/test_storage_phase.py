@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -128,7 +129,9 @@ def write_config(tmp_path, **extra) -> str:
     return str(path)
 
 
-def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
+def start_storage_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """``clustereval run --phases storage --profile quick`` on a local and a shared folder under
+    ``tmp_path``, as a user starts it; the process and the folder its scratch goes to."""
     (tmp_path / "local").mkdir()
     (tmp_path / "shared").mkdir()
     config = write_config(tmp_path)
@@ -136,7 +139,11 @@ def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", config, "--phases", "storage",
                              "--profile", "quick"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    users = tmp_path / "local" / "evaluser"
+    return proc, tmp_path / "local" / "evaluser"
+
+
+def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
+    proc, users = start_storage_run(tmp_path)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.2)

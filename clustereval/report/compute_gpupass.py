@@ -12,6 +12,7 @@ from clustereval.analysis.gpupass import (
     judge,
 )
 from clustereval.analysis.gpus import gpu_label
+from clustereval.analysis.matmul import fmt_shape
 from clustereval.probes.nvbandwidth import URL as NVBANDWIDTH_URL
 from clustereval.records import Finding
 from clustereval.records.gpupass import GpuPassRecord, NodePass, PassGpu
@@ -242,10 +243,10 @@ def _words(p: Problem) -> str:
         return (f"computed other bits than the majority of its {f['group_size']} GPUs for "
                 + ", ".join(f["cases"]) + " in the correctness vote")
     if p.kind == "repeat":
-        return (f"its own {f['num_rounds']} rounds of the {f['dtype']} {'×'.join(map(str, f['shape']))} matmul gave "
+        return (f"its own {f['num_rounds']} rounds of the {f['dtype']} {fmt_shape(f['shape'])} matmul gave "
                 f"{f['num_distinct']} distinct values")
     if p.kind == "reference":
-        return (f"the {f['dtype']} {'×'.join(map(str, f['shape']))} matmul is {f['rel_err']:.2e} off the CPU fp64 "
+        return (f"the {f['dtype']} {fmt_shape(f['shape'])} matmul is {f['rel_err']:.2e} off the CPU fp64 "
                 f"product, past its {f['tolerance']:.0e} tolerance")
     if p.kind == "xid":
         return "new Xid lines in the kernel log during the pass: " + "; ".join(f"`{x}`" for x in f["lines"][:3])
