@@ -123,6 +123,52 @@ def test_a_worker_that_cannot_start_is_the_nodes_gap(tmp_path):
     assert "no torch here" in say(rec.gaps[0]).text
 
 
+def test_every_copy_figure_keeps_each_repeats_rate_and_is_their_bytes_over_their_time(cpu_run):
+    _, _, rec = cpu_run
+    iters = 3  # the CPU stand-ins' repeats
+
+    def over_summed_time(samples):  # equal bytes a repeat: the harmonic mean of the repeats' rates
+        return len(samples) / sum(1 / x for x in samples)
+
+    for g in rec.nodes[0].gpus:
+        solo = g.pcie_solo
+        figures = [(g.copy_gb_s, g.copy_samples_gb_s), (g.read_gb_s, g.read_samples_gb_s),
+                   (g.write_gb_s, g.write_samples_gb_s), (solo.h2d_gb_s, solo.h2d_samples_gb_s),
+                   (solo.d2h_gb_s, solo.d2h_samples_gb_s), (solo.bidir_h2d_gb_s, solo.bidir_h2d_samples_gb_s),
+                   (solo.bidir_d2h_gb_s, solo.bidir_d2h_samples_gb_s)]
+        for value, samples in figures:
+            assert len(samples) == iters and all(x > 0 for x in samples)
+            assert value == pytest.approx(over_summed_time(samples), rel=0.02)  # the samples are rounded
+    assert all(len(c.write_samples_gb_s) == iters for c in rec.nodes[0].p2p)
+
+
+def test_one_direction_is_timed_while_the_other_runs_all_along():
+    """nvbandwidth's bidirectional method on CPU tensors: warm-ups on both sides, the load twice the
+    bytes and running from before the first timed copy to after the last."""
+    import threading
+    import time
+
+    import torch
+
+    calls: dict[str, list[float]] = {"measured": [], "load": []}
+    src, dst = torch.ones(2**20, dtype=torch.uint8), torch.empty(2**20, dtype=torch.uint8)
+    big_src, big_dst = torch.ones(2**21, dtype=torch.uint8), torch.empty(2**21, dtype=torch.uint8)
+    lock = threading.Lock()
+
+    def stamp(name, work):
+        def run():
+            with lock:
+                calls[name].append(time.perf_counter())
+            return work()
+        return run
+
+    got = bench.under_load(torch, torch.device("cpu"), stamp("measured", lambda: dst.copy_(src)),
+                           stamp("load", lambda: big_dst.copy_(big_src)), 2**20, 5)
+    assert len(got.samples_gb_s) == 5 and got.gb_s > 0
+    assert len(calls["measured"]) == bench.LOAD_WARMUP + 5 and len(calls["load"]) == bench.LOAD_WARMUP + 5
+    assert bool(torch.equal(dst, src)) and bool(torch.equal(big_dst, big_src))
+
+
 # -- the vote: one GPU that really computes a wrong answer ----------------------------------------
 
 
@@ -337,6 +383,43 @@ def test_summary_figures_and_a_diff_that_names_a_slower_pcie_and_a_corrupt_gpu()
     assert beyond["pcie-h2d/node0/gpu1"].change_frac < -0.25
     assert beyond["hbm-copy/node0/gpu0"].new_state == "memory errors"
     assert lint_text(render_diff(rec, "raw-a-2026-12-01-0900Z")) == []
+
+
+def test_the_fleet_names_a_gpu_whose_pcie_repeats_sit_below_its_peers_and_old_records_still_read(tmp_path):
+    """4.5% under its peers' H2D is inside the pass's own 5% rule, but ten repeats at 0.3% noise show it
+    is real: the fleet statistics name it, summary.json carries the kind; a record from before the
+    repeats were kept still reads, summarises and renders."""
+    from clustereval.analysis.fleet import fleet_judgements
+    from clustereval.analysis.summary import build_summary
+    from clustereval.store import RunState
+
+    rec = _rec([[_h200(0), _h200(1)], [_h200(0), _h200(1, h2d=53.0)]])
+    assert judge(rec).problems == []  # below the 5% outlier rule, above the target
+    (h2d,) = [k for k in fleet_judgements({"gpupass": rec}) if k.kind == "pcie-h2d"]
+    assert [u.unit for u in h2d.slow] == ["gpu-1(node1):gpu1"]
+    md = render({"gpupass": rec}).markdown
+    assert ("fleet-relative: `gpu-1(node1):gpu1` — PCIe H2D 53.0 GBps, the mean of 10 samples (52.8 GBps to "
+            "53.2 GBps), 4.5% below the median of the 4 GPUs of its kind (NVIDIA H200), 55.5 GBps") in md
+    lint(md, tmp_path)
+    doc = build_summary(RunState(name="a", stamp="2026-12-01-0900Z"), {"gpupass": rec}, [], [])
+    fleet = {(f["kind"], f["group"]): f for f in doc["fleet"]}
+    assert [s["subject"] for s in fleet[("pcie-h2d", "NVIDIA H200")]["slow"]] == ["gpu-1(node1):gpu1"]
+    fig = {f["id"]: f for f in doc["figures"]}["pcie-h2d/node1/gpu1"]
+    assert fig["value"] == 53.0 and len(fig["samples"]) == 10 and fig["noise_df"] > 9
+
+    old = json.loads(dumps(rec))
+    for node in old["nodes"]:
+        for g in node["gpus"]:
+            for part in (g, g["pcie_solo"], g["pcie_all"]):
+                for key in [k for k in part if k.endswith("_samples_gb_s")]:
+                    del part[key]
+    again = loads(GpuPassRecord, json.dumps(old))
+    assert again.nodes[1].gpus[1].pcie_solo.h2d_samples_gb_s == [] and again.nodes[1].gpus[1].pcie_solo.h2d_gb_s == 53.0
+    doc = build_summary(RunState(name="a", stamp="2026-12-01-0900Z"), {"gpupass": again}, [], [])
+    fig = {f["id"]: f for f in doc["figures"]}["pcie-h2d/node1/gpu1"]
+    # three of the four peers are identical: their spread is nil, so there is no noise to judge by
+    assert fig["samples"] == [53.0] and fig["noise_frac"] is None and fig["noise_df"] == 0
+    lint(render({"gpupass": again}).markdown, tmp_path)
 
 
 # -- the 4-node namespace bed: the pass over SSH, one node's Python computing a wrong answer ---------
