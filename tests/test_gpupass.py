@@ -422,6 +422,48 @@ def test_the_fleet_names_a_gpu_whose_pcie_repeats_sit_below_its_peers_and_old_re
     lint(render({"gpupass": again}).markdown, tmp_path)
 
 
+def test_the_dcgm_gap_says_once_that_the_pass_stood_in_and_not_when_the_pass_did_not_run(tmp_path):
+    from clustereval.analysis.summary import build_summary
+    from clustereval.phases.health import dcgm_missing_gap
+    from clustereval.records.compute import HealthRecord
+    from clustereval.store import RunState
+
+    def health():
+        return HealthRecord(status="not-run", gaps=[dcgm_missing_gap(f"gpu-{i}", "ubuntu:24.04:debian", "13")
+                                                    for i in range(3)])
+
+    stands = "its memory pattern test, PCIe checks and correctness vote are this run's GPU health evidence"
+    rec = _rec([[_h200(0), _h200(1)], [_h200(0)], [_h200(0)]])
+    rec.nodes[2].gpus[0].vote = []  # node 2's vote did not finish: the pass is not its health evidence
+    rendered = render({"health": health(), "gpupass": rec})
+    md = rendered.markdown
+    body = md[md.index("## Compute"):md.index("## Findings")]
+    assert md.count(stands) == 1
+    assert ("is not installed on gpu-0, so the hardware health check did not run there. The GPU memory and links "
+            "pass ran there and on the 1 other node without DCGM: " + stands + " on those nodes.") in body
+    assert body.count("is not installed on gpu-") == 3  # every node's own Gap, the sentence on one of them
+    assert sum(stands in g.text for g in rendered.gaps) == 1 and len(rendered.gaps) == 3  # the close-out too
+    lint(md, tmp_path)
+    doc = build_summary(RunState(name="a", stamp="2026-12-01-0900Z"), {"health": health(), "gpupass": rec},
+                        rendered.findings, rendered.gaps)
+    assert sum(stands in g["text"] for g in doc["gaps"]) == 1
+
+    one = _rec([[_h200(0)]])
+    md = render({"health": HealthRecord(status="not-run", gaps=[dcgm_missing_gap("gpu-0", "", "")]),
+                 "gpupass": one}).markdown
+    assert "The GPU memory and links pass ran there: " + stands + " there." in md
+    lint(md, tmp_path)
+
+    failed = _rec([[_h200(0), _h200(1)]])
+    failed.status, failed.nodes[0].error = "partial", "gpupass.worker-failed"
+    skipped = GpuPassRecord(status="skipped")
+    for gp in (failed, skipped, None):
+        recs = {"health": health(), **({"gpupass": gp} if gp is not None else {})}
+        md = render(recs).markdown
+        assert stands not in md and "is not installed on gpu-0, so the hardware health check did not run there." in md
+        lint(md, tmp_path)
+
+
 # -- the 4-node namespace bed: the pass over SSH, one node's Python computing a wrong answer ---------
 
 
