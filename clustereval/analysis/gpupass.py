@@ -238,7 +238,7 @@ def with_stand_in(records: dict[str, Any]) -> dict[str, Any]:
     nodes = set(stood_in(records.get("gpupass")))
     missing = [i for i, g in enumerate(gaps) if g.kind == "health.dcgm-missing" and not g.text]
     covered = [i for i in missing if gaps[i].node in nodes]
-    if not covered:
+    if health is None or not covered:
         return records
     first = covered[0]
     gaps[first] = dataclasses.replace(gaps[first], facts={**gaps[first].facts, "num_gpupass_nodes": len(covered)})
