@@ -216,7 +216,8 @@ class GpuPassPhase:
                 g = gpu(e)
                 names = ("h2d", "d2h", "bidir_h2d", "bidir_d2h")
                 rates = from_dict(PcieRates, {**{f"{k}_gb_s": e.get(f"{k}_gb_s") for k in names},
-                                              **{f"{k}_samples_gb_s": _samples(e, k) for k in names}})
+                                              **{f"{k}_samples_gb_s": _samples(e, k) for k in names},
+                                              "near_gpu_cpus": e.get("near_gpu_cpus")})
                 if e.get("mode") == "solo":
                     g.pcie_solo = rates
                     g.link.gen_under_load, g.link.width_under_load = e.get("gen_under_load"), e.get("width_under_load")

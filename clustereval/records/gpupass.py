@@ -57,6 +57,7 @@ class PcieRates:
     d2h_samples_gb_s: list[float] = field(default_factory=list)
     bidir_h2d_samples_gb_s: list[float] = field(default_factory=list)
     bidir_d2h_samples_gb_s: list[float] = field(default_factory=list)
+    near_gpu_cpus: bool | None = None  # the copying thread ran on the CPUs NVML names nearest the GPU; None: not said
 
 
 @dataclass

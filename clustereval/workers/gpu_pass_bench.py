@@ -91,7 +91,7 @@ def rate_of(nbytes: int, seconds: list[float]) -> Rate:
     """GB/s (10^9 bytes) of repeats that each moved ``nbytes`` in the given seconds."""
     total = sum(seconds)
     return Rate(round(nbytes * len(seconds) / max(total, 1e-9) / 1e9, 2),
-                [round(nbytes / max(x, 1e-9) / 1e9, 2) for x in seconds])
+                [round(nbytes / max(x, 1e-9) / 1e9, 3) for x in seconds])
 
 
 class Marks:
