@@ -90,8 +90,9 @@ def bidir_rounds(device: str, exe: str, rounds: int) -> list[dict]:
     """Per round: nvbandwidth's two bidirectional testcases (when ``exe``), then our ``pcie`` on GPU0."""
     from clustereval.workers import gpu_pass as gp
     from clustereval.workers import gpu_pass_bench as bench
+    from clustereval.workers.gpu_pass_nvml import near_gpu
 
-    torch, _, gpus, sizes = gp.setup(gp.parser().parse_args(["--device", device, "--gpus", "0"]))
+    torch, nvml, gpus, sizes = gp.setup(gp.parser().parse_args(["--device", device, "--gpus", "0"]))
     dev = torch.device("cuda", gpus[0].cuda_index) if gpus[0].cuda_index >= 0 else torch.device("cpu")
     out = []
     for i in range(rounds):
@@ -103,7 +104,7 @@ def bidir_rounds(device: str, exe: str, rounds: int) -> list[dict]:
             for _, tc, key in BIDIR:
                 got = run.testcase(tc)
                 row[f"nvb_{key}"] = got.per_gpu_gb_s().get(0) if got else None
-        with bench.on(torch, dev):
+        with bench.on(torch, dev), near_gpu(nvml.nv if nvml.ok else None, gpus[0].handle):  # as the pass runs it
             got = bench.pcie(torch, dev, sizes.pcie_bytes, sizes.iters)
         for _, _, key in BIDIR:
             row[key] = got[key]
