@@ -9,7 +9,10 @@ One call does everything:
 3. the memory pattern test on GPU0 with a planted corruption: one bit flipped in a buffer between
    the write and the verify of one pattern (only this script can do that: the worker's command line
    has no such switch); the verifier must report it for that GPU;
-4. ``nvidia-smi -q`` for the parser fixtures.
+4. ``nvidia-smi -q`` for the parser fixtures;
+5. ``--bidir-rounds`` rounds (5 by default) of nvbandwidth's two bidirectional copy-engine testcases
+   alternating with our ``pcie`` on GPU0 at the standard size, so the two are compared by their
+   medians over rounds that share the machine's drift, beside the one call's pair of figures.
 
 It prints and writes ``table.md`` (ours beside nvbandwidth, the ratio, the targets: HBM copy >= 0.97x
 ``device_local_copy``, H2D / D2H >= 0.97x the copy-engine figures, each bidirectional direction within
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import threading
@@ -78,6 +82,58 @@ def planted(device: str) -> dict:
     return {"event": "memtest", "gpu": g.index, "chunk_bytes": sizes.chunk_bytes, **got}
 
 
+BIDIR = (("H2D", "host_to_device_bidirectional_memcpy_ce", "bidir_h2d_gb_s"),
+         ("D2H", "device_to_host_bidirectional_memcpy_ce", "bidir_d2h_gb_s"))
+
+
+def bidir_rounds(device: str, exe: str, rounds: int) -> list[dict]:
+    """Per round: nvbandwidth's two bidirectional testcases (when ``exe``), then our ``pcie`` on GPU0."""
+    from clustereval.workers import gpu_pass as gp
+    from clustereval.workers import gpu_pass_bench as bench
+    from clustereval.workers.gpu_pass_nvml import near_gpu
+
+    torch, nvml, gpus, sizes = gp.setup(gp.parser().parse_args(["--device", device, "--gpus", "0"]))
+    dev = torch.device("cuda", gpus[0].cuda_index) if gpus[0].cuda_index >= 0 else torch.device("cpu")
+    out = []
+    for i in range(rounds):
+        row: dict = {"round": i}
+        if exe:
+            proc = subprocess.run(nvbandwidth.run_argv(exe, tuple(tc for _, tc, _ in BIDIR)), capture_output=True,
+                                  text=True, timeout=300)
+            run = nvbandwidth.parse(proc.stdout)
+            for _, tc, key in BIDIR:
+                got = run.testcase(tc)
+                row[f"nvb_{key}"] = got.per_gpu_gb_s().get(0) if got else None
+        with bench.on(torch, dev), near_gpu(nvml.nv if nvml.ok else None, gpus[0].handle):  # as the pass runs it
+            got = bench.pcie(torch, dev, sizes.pcie_bytes, sizes.iters)
+        for _, _, key in BIDIR:
+            row[key] = got[key]
+            row[key.replace("_gb_s", "_samples_gb_s")] = got[key.replace("_gb_s", "_samples_gb_s")]
+        print(f"  bidirectional round {i}: " + ", ".join(f"{k} {v}" for k, v in row.items()
+                                                         if k != "round" and "samples" not in k), flush=True)
+        out.append(row)
+    return out
+
+
+def rounds_lines(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", f"Bidirectional, {len(rows)} alternating rounds on gpu0 (median, and the range over rounds):", "",
+             "| direction | ours GB/s | nvbandwidth GB/s | ours / nvbandwidth (medians) | within 3% |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for name, tc, key in BIDIR:
+        mine = [r[key] for r in rows if r.get(key)]
+        theirs = [r[f"nvb_{key}"] for r in rows if r.get(f"nvb_{key}")]
+
+        def cell(xs: list[float]) -> str:
+            return f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})" if xs else "—"
+
+        x = ratio(statistics.median(mine), statistics.median(theirs)) if mine and theirs else None
+        lines.append(f"| {name} (`{tc}`) | {cell(mine)} | {cell(theirs)} | {x if x is not None else '—'} | "
+                     f"{'—' if x is None else ('yes' if abs(x - 1) <= 0.03 else 'no')} |")
+    return lines
+
+
 def ratio(ours: float | None, ref: float | None) -> float | None:
     return round(ours / ref, 3) if ours and ref else None
 
@@ -87,6 +143,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--nvbandwidth", default="", help="the nvbandwidth executable")
     ap.add_argument("--smoke", action="store_true", help="CPU stand-ins, tiny sizes")
+    ap.add_argument("--bidir-rounds", type=int, default=5,
+                    help="alternating rounds of the bidirectional comparison (0: none)")
     a = ap.parse_args()
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
@@ -106,6 +164,8 @@ def main() -> int:
     if not a.smoke:
         smi = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=60)
         (out / "nvidia-smi-q.txt").write_text(smi.stdout)
+    rounds = bidir_rounds(device, a.nvbandwidth, a.bidir_rounds)
+    (out / "bidir_rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
 
     def ours(events: list[dict], name: str, key: str, **match: object) -> float | None:
         for e in events:
@@ -128,8 +188,13 @@ def main() -> int:
         ("bidirectional, D2H", "pcie", "bidir_d2h_gb_s", {"mode": "solo"}, "device_to_host_bidirectional_memcpy_ce",
          None, 0.03),
     ]
-    lines = ["| measure | ours standard GB/s | ours quick GB/s | nvbandwidth testcase | nvbandwidth GB/s | "
-             "standard / nvbandwidth | target | met |", "| --- | ---: | ---: | --- | ---: | ---: | --- | --- |"]
+    def spread(events: list[dict], name: str, key: str, **match: object) -> str:
+        xs = ours(events, name, key.replace("_gb_s", "_samples_gb_s"), **match) or []
+        return f"{min(xs):.2f}–{max(xs):.2f}" if xs else "—"
+
+    lines = ["| measure | ours standard GB/s | its repeats | ours quick GB/s | nvbandwidth testcase | nvbandwidth GB/s | "
+             "standard / nvbandwidth | target | met |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |"]
     met_all = True
     for label, name, key, match, tc, floor, within in rows:
         s, q = ours(standard, name, key, **match), ours(quick, name, key, **match)
@@ -142,7 +207,8 @@ def main() -> int:
         if within is not None and r:
             target, ok = f"within {within:.0%}", x is not None and abs(x - 1) <= within
             met, met_all = ("yes" if ok else "no"), met_all and ok
-        lines.append(f"| {label} | {s} | {q} | {f'`{tc}`' if tc else '—'} | {r if r is not None else '—'} | "
+        lines.append(f"| {label} | {s} | {spread(standard, name, key, **match)} | {q} | {f'`{tc}`' if tc else '—'} | "
+                     f"{r if r is not None else '—'} | "
                      f"{x if x is not None else '—'} | {target} | {met} |")
     quick_ok = quick_s <= QUICK_LIMIT_S and any(e.get("event") == "done" for e in quick)
     found = [m for m in plant["mismatches"] if m["pattern"] == PLANTED_PATTERN]
@@ -152,7 +218,7 @@ def main() -> int:
               f"standard pass: {standard_s:.1f} s wall",
               f"planted corruption ({PLANTED_PATTERN}, chunk {PLANTED_CHUNK}, word {PLANTED_WORD}, bit {PLANTED_BIT}) "
               f"on gpu{plant['gpu']}: {found[0] if found else 'NOT FOUND'}: {'yes' if planted_ok else 'no'}",
-              f"nvbandwidth: {nvb.version or nvb.error}"]
+              f"nvbandwidth: {nvb.version or nvb.error}", *rounds_lines(rounds)]
     text = "\n".join(lines) + "\n"
     (out / "table.md").write_text(text)
     print(text)

@@ -132,7 +132,7 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
     "health.cpu-stand-ins": {},
     "health.no-driver": {},
     "health.dcgm-missing": {"os": ["ubuntu:24.04:debian", "rocky:9.4:rhel centos fedora", "", "sles:15.5:suse"],
-                            "cuda": ["13", "12", ""]},
+                            "cuda": ["13", "12", ""], "num_gpupass_nodes": [0, 1, 2, 16]},
     "health.hostengine-unreachable": {"output": ["", "Error: unable to establish a connection to the specified host: "
                                                  "localhost", *ERRORS[:3]]},
     "health.diag-incomplete": {"level": [2, 1, 3], "output": ["", *ERRORS[:4]], "timeout_min": [0, 15.0, 1.5, 60]},
@@ -219,7 +219,7 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "preflight.missing": ("hint",),
     "preflight.unreachable": ("hint",),
     "preflight.gloo-failed": ("diagnosis_text", "diagnosis", "applied"),
-    "health.dcgm-missing": ("os", "cuda"),
+    "health.dcgm-missing": ("os", "cuda", "num_gpupass_nodes"),
     "health.hostengine-unreachable": ("output",),
     "health.diag-incomplete": ("output", "timeout_min"),
     "matmul.busy": ("gpu",),

@@ -6,17 +6,22 @@ What is judged, and what makes two units peers:
 | --- | --- | --- | --- |
 | ``msmf`` | GPU | its MSMF passes | GPUs of the same model and driver (``gpu_peers``) |
 | ``lemon`` | GPU | its lemon GEMM passes | as ``msmf`` |
+| ``hbm-copy`` | GPU | its device-local copies, one rate each (GPU memory and links pass) | as ``msmf``, and the same GPU name |
+| ``pcie-h2d``, ``pcie-d2h`` | GPU | its pinned copies alone, one rate each | as ``hbm-copy`` |
 | ``pairwise`` | node | per sample, the fastest of its pairs | every node of the hunt |
 | ``busbw-intra`` | node | one figure, at the largest payload every node ran | every node |
 | ``concurrent-write`` | node | one write | nodes writing to the same mount |
 
 A node's pairwise repeat is the fastest of its pairs at that sample because a healthy node paired
 with a slow one is slowed by its partner, and its pairs with healthy nodes show its own speed.
-Units with one figure each take the fleet's spread as their noise (``fleetstats``).
+Units with one figure each take the fleet's spread as their noise (``fleetstats``): so does a GPU
+memory and links record written before each copy's rate was kept. That pass's CPU stand-in GPUs
+time host memory on a shared machine and are not judged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +33,7 @@ from clustereval.analysis.gpus import gpu_label
 class FleetKind:
     """One kind of figure judged over the fleet."""
 
-    kind: str  # msmf | lemon | pairwise | busbw-intra | concurrent-write
+    kind: str  # msmf | lemon | hbm-copy | pcie-h2d | pcie-d2h | pairwise | busbw-intra | concurrent-write
     subsystem: str  # the Findings label: GPUs | fabric | shared network FS
     what: str  # the figure in the report's words: "MSMF", "pairwise all-reduce busbw"
     unit: str  # TFLOPS | GB/s | MiB/s
@@ -93,6 +98,38 @@ def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy:
                 out.units.append(UnitSamples(label, passes, groups.get(n.node, "")))
                 out.ids[label] = f"{kind}/node{n.index}/gpu{g.gpu}"
     return out if out.units else None
+
+
+# the GPU memory and links pass's per-GPU figures: kind, the report's words, (figure, its repeats) of a GPU
+GPUPASS_KINDS: tuple[tuple[str, str, Callable[[Any], tuple[float | None, list[float]]]], ...] = (
+    ("hbm-copy", "HBM copy", lambda g: (g.copy_gb_s, g.copy_samples_gb_s)),
+    ("pcie-h2d", "PCIe H2D", lambda g: (g.pcie_solo.h2d_gb_s, g.pcie_solo.h2d_samples_gb_s) if g.pcie_solo
+     else (None, [])),
+    ("pcie-d2h", "PCIe D2H", lambda g: (g.pcie_solo.d2h_gb_s, g.pcie_solo.d2h_samples_gb_s) if g.pcie_solo
+     else (None, [])),
+)
+
+
+def _gpupass_kinds(records: dict[str, Any], policy: VerdictPolicy, groups: dict[str, str]) -> list[FleetKind]:
+    rec = records.get("gpupass")
+    out = []
+    for kind, what, get in GPUPASS_KINDS:
+        k = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="GB/s", noun="GPU", policy=policy)
+        for n in getattr(rec, "nodes", None) or []:
+            if n.device == "cpu":
+                continue
+            for g in n.gpus:
+                value, samples = get(g)
+                if value is None:
+                    continue
+                label = gpu_label(n.hostname or n.node, n.index, g.gpu)
+                # GPUs of another type are never peers, whatever the policy groups by
+                group = groups.get(n.node) or g.name
+                k.units.append(UnitSamples(label, tuple(samples) or (value,), group))
+                k.ids[label] = f"{kind}/node{n.index}/gpu{g.gpu}"
+        if k.units:
+            out.append(k)
+    return out
 
 
 def _pairwise_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str, str],
@@ -176,6 +213,7 @@ def fleet_judgements(records: dict[str, Any], policy: VerdictPolicy | None = Non
     groups = _gpu_groups(records, policy, labels)
     kinds = [_gpu_kind(records, "matmul", "msmf", "MSMF", policy, groups),
              _gpu_kind(records, "lemon", "lemon", "lemon GEMM", policy, groups),
+             *_gpupass_kinds(records, policy, groups),
              _pairwise_kind(records, policy, labels, keys),
              _intra_kind(records, policy, labels, keys),
              _write_kind(records, policy, labels, keys)]

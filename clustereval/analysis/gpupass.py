@@ -11,9 +11,11 @@ must agree, and each checked product must be within its tolerance of the CPU fp6
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from clustereval.analysis.gpus import gpu_label
 from clustereval.analysis.specs import GpuSpec, lookup_gpu
@@ -215,3 +217,29 @@ def _vote(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:
                     dissent.setdefault(label, []).append(what + " (no majority)")
         for label, cases in dissent.items():
             v.problems.append(Problem(label, "vote", {"cases": cases, "group_size": len(members)}))
+
+
+def stood_in(rec: GpuPassRecord | None) -> list[str]:
+    """Configured names of the nodes where the pass completed its memory pattern test, its PCIe
+    copies and its correctness vote on every GPU: there it is GPU health evidence on its own."""
+    if rec is None or rec.status in ("failed", "skipped"):
+        return []
+    return [n.node for n in rec.nodes
+            if not n.error and n.device == "cuda" and n.gpus
+            and all(g.mem_bytes_tested and g.pcie_solo is not None and g.vote for g in n.gpus)]
+
+
+def with_stand_in(records: dict[str, Any]) -> dict[str, Any]:
+    """The records with the first unworded ``health.dcgm-missing`` Gap of a node where the pass
+    stood in carrying ``num_gpupass_nodes`` (how many of the nodes without DCGM the pass stood in
+    for), so the Gap says it once; the stored records are left as they are."""
+    health = records.get("health")
+    gaps = list(getattr(health, "gaps", None) or [])
+    nodes = set(stood_in(records.get("gpupass")))
+    missing = [i for i, g in enumerate(gaps) if g.kind == "health.dcgm-missing" and not g.text]
+    covered = [i for i in missing if gaps[i].node in nodes]
+    if health is None or not covered:
+        return records
+    first = covered[0]
+    gaps[first] = dataclasses.replace(gaps[first], facts={**gaps[first].facts, "num_gpupass_nodes": len(covered)})
+    return {**records, "health": dataclasses.replace(health, gaps=gaps)}

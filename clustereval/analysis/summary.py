@@ -11,7 +11,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from clustereval.analysis.fleet import FleetKind, fleet_judgements
+from clustereval.analysis.fleet import GPUPASS_KINDS, FleetKind, fleet_judgements
 from clustereval.analysis.fleetstats import DETECTION_PROBABILITY, VerdictPolicy
 from clustereval.analysis.gpupass import judge
 from clustereval.analysis.gpus import gpu_label
@@ -26,6 +26,9 @@ SUMMARY_KIND = "clustereval-summary"
 SUMMARY_FILE = "summary.json"
 
 VERDICT_WORDS = {"healthy": "Healthy", "underperforming": "Underperforming", "needs_input": "Needs operator input"}
+
+# what a GPU memory and links figure's ``value`` is, beside its ``samples`` (each repeat's own rate)
+GPUPASS_STATISTIC = "the bytes of all its timed repeats over their summed time"
 
 NO_REPEATS = "one value: no repeat of its own and no peers to take its noise from"
 
@@ -168,8 +171,8 @@ def _compute_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, A
 
 
 def _gpupass_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, Any]]:
-    """Per GPU: HBM copy, pinned H2D and D2H; per GPU pair: the copy. A GPU whose memory test or vote
-    failed carries that as its state."""
+    """Per GPU: HBM copy, pinned H2D and D2H; per GPU pair: the copy; each with its repeats' rates as
+    ``samples``. A GPU whose memory test or vote failed carries that as its state."""
     rec = records.get("gpupass")
     out: list[dict[str, Any]] = []
     if rec is None or not getattr(rec, "nodes", None):
@@ -185,16 +188,17 @@ def _gpupass_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, A
     for n in rec.nodes:
         for g in n.gpus:
             label = gpu_label(n.hostname or n.node, n.index, g.gpu)
-            solo = g.pcie_solo
-            for kind, value in (("hbm-copy", g.copy_gb_s), ("pcie-h2d", solo.h2d_gb_s if solo else None),
-                                ("pcie-d2h", solo.d2h_gb_s if solo else None)):
+            for kind, _, get in GPUPASS_KINDS:
+                value, samples = get(g)
                 if value is None:
                     continue
                 fid = f"{kind}/node{n.index}/gpu{g.gpu}"
+                # a record written before each copy's rate was kept holds the figure alone
                 out.append({"id": fid, "kind": kind, "subject": label, "node": n.index,
                             "gpu": g.gpu, "value": round(value, 3), "unit": "GB/s", "state": worst.get(label, "ok"),
-                            **fleet.noise(fid, [value]),
+                            **fleet.noise(fid, list(samples) or [value]),
                             "provenance": {"phase": "gpupass", "record": "gpupass.record.json", "quick": rec.quick,
+                                           "statistic": GPUPASS_STATISTIC, "device": n.device,
                                            "pcie_gen": g.link.gen_under_load, "pcie_width": g.link.width_under_load,
                                            "mem_bytes_tested": g.mem_bytes_tested}})
         for c in n.p2p:
@@ -204,9 +208,9 @@ def _gpupass_figures(records: dict[str, Any], fleet: _Fleet) -> list[dict[str, A
             out.append({"id": fid, "kind": "p2p-write",
                         "subject": f"{gpu_label(n.hostname or n.node, n.index, c.src)} to gpu{c.dst}",
                         "node": n.index, "value": round(c.write_gb_s, 3), "unit": "GB/s", "state": "ok",
-                        **fleet.noise(fid, [c.write_gb_s]),
+                        **fleet.noise(fid, list(c.write_samples_gb_s) or [c.write_gb_s]),
                         "provenance": {"phase": "gpupass", "record": "gpupass.record.json",
-                                       "bidir_gb_s": c.bidir_gb_s}})
+                                       "statistic": GPUPASS_STATISTIC, "bidir_gb_s": c.bidir_gb_s}})
     return out
 
 

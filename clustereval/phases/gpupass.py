@@ -40,6 +40,11 @@ TOOLS = ("clustereval.workers.gpu_pass", "clustereval.workers.gpu_pass_bench", "
 KERNEL_LOG_ARGV = ["dmesg"]
 
 
+def _samples(e: dict[str, Any], name: str) -> list[float]:
+    """Each repeat's rate of one figure from a worker line; [] from a worker that did not send them."""
+    return [float(x) for x in e.get(f"{name}_samples_gb_s") or [] if x is not None]
+
+
 class GpuPassPhase:
     name = "gpupass"
     title = "GPU memory, PCIe, GPU links and correctness"
@@ -205,10 +210,14 @@ class GpuPassPhase:
             elif kind == "hbm":
                 g = gpu(e)
                 g.copy_gb_s, g.read_gb_s, g.write_gb_s = e.get("copy_gb_s"), e.get("read_gb_s"), e.get("write_gb_s")
+                g.copy_samples_gb_s, g.read_samples_gb_s, g.write_samples_gb_s = (
+                    _samples(e, "copy"), _samples(e, "read"), _samples(e, "write"))
             elif kind == "pcie":
                 g = gpu(e)
-                rates = from_dict(PcieRates, {k: e.get(k) for k in ("h2d_gb_s", "d2h_gb_s", "bidir_h2d_gb_s",
-                                                                      "bidir_d2h_gb_s")})
+                names = ("h2d", "d2h", "bidir_h2d", "bidir_d2h")
+                rates = from_dict(PcieRates, {**{f"{k}_gb_s": e.get(f"{k}_gb_s") for k in names},
+                                              **{f"{k}_samples_gb_s": _samples(e, k) for k in names},
+                                              "near_gpu_cpus": e.get("near_gpu_cpus")})
                 if e.get("mode") == "solo":
                     g.pcie_solo = rates
                     g.link.gen_under_load, g.link.width_under_load = e.get("gen_under_load"), e.get("width_under_load")
@@ -216,7 +225,8 @@ class GpuPassPhase:
                     g.pcie_all = rates
             elif kind == "p2p":
                 out.p2p.append(P2pCell(src=int(e["src"]), dst=int(e["dst"]), peer=bool(e.get("peer", True)),
-                                       write_gb_s=e.get("write_gb_s"), bidir_gb_s=e.get("bidir_gb_s")))
+                                       write_gb_s=e.get("write_gb_s"), bidir_gb_s=e.get("bidir_gb_s"),
+                                       write_samples_gb_s=_samples(e, "write")))
             elif kind == "memtest":
                 g = gpu(e)
                 g.mem_bytes_tested, g.mem_patterns = int(e.get("bytes_tested") or 0), list(e.get("patterns") or [])

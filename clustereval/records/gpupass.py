@@ -1,6 +1,11 @@
 """The GPU memory and links pass (phase ``gpupass``): per GPU its HBM, PCIe and memory-test
 figures, NVML's link and memory-health counters before and after, the vote's hashes; per node the
-GPU pair matrix and nvbandwidth's figures when it was installed."""
+GPU pair matrix and nvbandwidth's figures when it was installed.
+
+Every copy figure is the rate over all its timed repeats together (the bytes of every repeat over
+their summed time), and beside it, in ``*_samples_gb_s``, each repeat's own rate in order, so a
+later run or the fleet can judge a change against the figure's repeat noise. A record written
+before the repeats were kept has empty sample lists."""
 
 from __future__ import annotations
 
@@ -46,8 +51,13 @@ class PcieRates:
 
     h2d_gb_s: float | None = None
     d2h_gb_s: float | None = None
-    bidir_h2d_gb_s: float | None = None  # each direction while the other runs
+    bidir_h2d_gb_s: float | None = None  # each direction while the other runs (twice its size, so all along)
     bidir_d2h_gb_s: float | None = None
+    h2d_samples_gb_s: list[float] = field(default_factory=list)  # each timed repeat's own rate
+    d2h_samples_gb_s: list[float] = field(default_factory=list)
+    bidir_h2d_samples_gb_s: list[float] = field(default_factory=list)
+    bidir_d2h_samples_gb_s: list[float] = field(default_factory=list)
+    near_gpu_cpus: bool | None = None  # the copying thread ran on the CPUs NVML names nearest the GPU; None: not said
 
 
 @dataclass
@@ -82,6 +92,9 @@ class PassGpu:
     copy_gb_s: float | None = None  # HBM device-local copy, bytes counted once
     read_gb_s: float | None = None
     write_gb_s: float | None = None
+    copy_samples_gb_s: list[float] = field(default_factory=list)  # each timed repeat's own rate
+    read_samples_gb_s: list[float] = field(default_factory=list)
+    write_samples_gb_s: list[float] = field(default_factory=list)
     pcie_solo: PcieRates | None = None  # this GPU alone
     pcie_all: PcieRates | None = None  # every GPU of the node at once
     mem_bytes_tested: int = 0
@@ -98,6 +111,7 @@ class P2pCell:
     peer: bool = True  # False: the two GPUs cannot reach each other's memory
     write_gb_s: float | None = None
     bidir_gb_s: float | None = None  # both directions at once, summed
+    write_samples_gb_s: list[float] = field(default_factory=list)  # each timed repeat's own rate
 
 
 @dataclass

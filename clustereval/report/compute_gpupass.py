@@ -49,9 +49,9 @@ def intro_item(view: RunView, rec: GpuPassRecord) -> str:
     tool = f"[`gpu_pass.py`]({view.raw_rel}/{rec.tool_rel})" if rec.tool_rel else "`gpu_pass.py`"
     item = (f"{tool} — our GPU memory and links pass, on every GPU of every node: HBM (high-bandwidth memory) "
             "bandwidth as a device-local copy (bytes counted once) plus a read and a write kernel, every GPU at "
-            "once; PCIe host↔device copies from pinned host memory, each direction alone and both at once, one GPU "
-            "at a time and then every GPU of a node at once, with the link's generation and width read back through "
-            "NVML (NVIDIA Management Library); GPU-to-GPU copies for every pair where a node has several GPUs; a "
+            "once; PCIe host↔device copies from pinned host memory, each direction alone and each while the other "
+            "direction runs, one GPU at a time and then every GPU of a node at once, with the link's generation and "
+            "width read back through NVML (NVIDIA Management Library); GPU-to-GPU copies for every pair where a node has several GPUs; a "
             "memory pattern test (zeros, ones, 0xAA, 0x55 and an address pattern, written over most of the free "
             "memory, then read back) with ECC (error-correcting code) counts, retired pages and remapped rows read "
             "before and after, and the kernel log's Xid (NVIDIA driver error) lines; and a correctness vote, the "
@@ -88,7 +88,9 @@ def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Find
     keep = [i for i in range(len(headers)) if any(r[i] for r in rows)]  # a measure no GPU has is not a column
     doc.table([headers[i] for i in keep], [[r[i] or "failed" for i in keep] for r in rows],
               "".join("l" if headers[i] in ("GPU", "memory test", "vote", "PCIe link") else "r" for i in keep))
-    doc.para("H2D is host to device, D2H device to host; GB/s is 10⁹ bytes a second."
+    doc.para("H2D is host to device, D2H device to host; GB/s is 10⁹ bytes a second. Each copy is timed on its own, "
+             "and a figure is the bytes of all its timed copies over their summed time; both ways is each direction "
+             "while the other copies twice its bytes, as nvbandwidth's bidirectional testcases time it."
              + (" The PCIe link column is the generation × width NVML reported while the copies ran, against the most "
                 "the GPU and its slot allow." if any(r[8] for r in rows) else ""))
     for n in rec.nodes:

@@ -25,7 +25,8 @@ from clustereval.report.units import plural
 PASS_WORDS = {1: "in one pass", 2: "in two passes", 3: "in three passes"}
 
 
-UNIT_WORDS = {"GB/s": "GBps"}  # the report's prose writes busbw in GBps, as the runbook does
+UNIT_WORDS = {"GB/s": "GBps"}
+LONGEST_CHAIN = 5  # more samples than this (a GPU's copies, timed one by one) are said as their mean and range  # the report's prose writes busbw in GBps, as the runbook does
 
 
 def _num(value: float, unit: str) -> str:
@@ -49,6 +50,10 @@ def _figures(k: FleetKind, samples: tuple[float, ...]) -> str:
         return f"{k.what} {chain} {PASS_WORDS.get(len(samples), f'in {len(samples)} passes')}"
     if len(samples) == 1:
         return f"{k.what} {chain}"
+    if len(samples) > LONGEST_CHAIN:
+        mean = sum(samples) / len(samples)
+        return (f"{k.what} {_num(mean, k.unit)}, the mean of {len(samples)} samples "
+                f"({_num(min(samples), k.unit)} to {_num(max(samples), k.unit)})")
     return f"{k.what} {chain} over {plural(len(samples), 'sample')}"
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clustereval.analysis.gpupass import with_stand_in
 from clustereval.records import FINDING_CATEGORIES, Finding, Gap
 from clustereval.report.gaps import said
 from clustereval.report.markdown import Document
@@ -41,7 +42,8 @@ class RunView:
     policy: Any = None  # fleet verdicts' policy (fleetstats.VerdictPolicy) read at render time; None: the defaults
 
     def __post_init__(self) -> None:
-        self.records = {phase: said(rec) for phase, rec in self.records.items()}  # Gap facts -> words
+        # where the GPU pass stood in for a missing DCGM, the DCGM Gap says so (a fact of two records)
+        self.records = {phase: said(rec) for phase, rec in with_stand_in(self.records).items()}  # Gap facts -> words
 
     def get(self, phase: str) -> Any:
         return self.records.get(phase)

@@ -7,7 +7,8 @@ prints JSON lines. Every GPU of the node in one process, in this order:
 3. HBM bandwidth on every GPU at once (``hbm``);
 4. PCIe host↔device on one GPU at a time (``pcie`` mode ``solo``; the link's current generation and
    width are read while the copies run, since an idle link steps down to save power), then on
-   every GPU at once (mode ``all``);
+   every GPU at once (mode ``all``); each GPU's thread runs on the CPUs nearest its GPU meanwhile
+   (``near_gpu_cpus``), so its pinned buffers sit in the GPU's NUMA node;
 5. GPU↔GPU copies for every ordered pair where peers can reach each other (``p2p``);
 6. the vote's second round, the memory pattern test on every GPU at once (``memtest``), the third
    round, then the vote's hashes and the CPU fp64 reference check (``vote``);
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clustereval.workers import gpu_pass_bench as bench
-from clustereval.workers.gpu_pass_nvml import memory_health, pcie_link
+from clustereval.workers.gpu_pass_nvml import memory_health, near_gpu, pcie_link
 from clustereval.workers.matmul import Gpu, gpu_facts, pick_device, resolve_gpu
 from clustereval.workers.nvml import Nvml
 
@@ -151,12 +152,16 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
         emit("hbm", gpu=gpu, bytes=sizes.hbm_bytes, iters=sizes.iters, **got)
     progress("pcie-solo")
 
+    def copies(g: Gpu) -> dict[str, Any]:
+        with near_gpu(nvml.nv if telemetry else None, g.handle) as bound:
+            return {**bench.pcie(torch, devices[g.index], sizes.pcie_bytes, sizes.iters), "near_gpu_cpus": bound}
+
     def solo(g: Gpu) -> dict[str, Any]:
         watch = LinkWatch(nvml, g) if telemetry else None
         if watch:
             watch.start()
         try:
-            got = bench.pcie(torch, devices[g.index], sizes.pcie_bytes, sizes.iters)
+            got = copies(g)
         finally:
             seen = watch.stop() if watch else {}
         return {**got, **seen}
@@ -165,8 +170,7 @@ def run_pass(torch: Any, nvml: Nvml, gpus: list[Gpu], sizes: Sizes, *,
         emit("pcie", gpu=gpu, mode="solo", bytes=sizes.pcie_bytes, iters=sizes.iters, **got)
     progress("pcie-all")
     if len(gpus) > 1:
-        for gpu, got in _each(torch, gpus, "pcie-all", lambda g: bench.pcie(torch, devices[g.index], sizes.pcie_bytes,
-                                                                        sizes.iters), together=True).items():
+        for gpu, got in _each(torch, gpus, "pcie-all", copies, together=True).items():
             emit("pcie", gpu=gpu, mode="all", bytes=sizes.pcie_bytes, iters=sizes.iters, **got)
     progress("p2p")
     if len(gpus) > 1:

@@ -1,12 +1,19 @@
 """The measurements of the GPU memory and links pass, one function each, on one device.
 
+Every copy is timed repeat by repeat (a CUDA event between two queued copies, or host time on the
+CPU): a figure is the bytes of all its repeats over their summed time, and each repeat's own rate
+goes beside it (``Rate``), so a later run or the fleet can judge a change against repeat noise.
+
 - ``hbm``: device-local copy (``dst.copy_(src)``, bytes counted once, as nvbandwidth's
   ``device_local_copy`` counts them), a read kernel (a sum over the buffer) and a write kernel (a
-  fill), each timed over several repeats with CUDA events.
-- ``pcie``: pinned host memory to the device and back, each direction alone, then both at once on
-  two streams (each direction's rate over its own span of the shared window).
+  fill).
+- ``pcie``: pinned host memory to the device and back, each direction alone; then each direction
+  while the other runs (``under_load``), as nvbandwidth's bidirectional copy-engine testcases time
+  it: the other direction copies twice the bytes on a second stream so it runs all through the
+  timed window, both streams are held behind a spin kernel until everything is queued (``gated``),
+  four warm-up copies each, and only the measured direction's copies are counted.
 - ``p2p``: one GPU's buffer copied into another's (the copy engine of the source pushes: a write in
-  nvbandwidth's terms), and both directions at once.
+  nvbandwidth's terms), and both directions at once (each over its own span, summed).
 - ``memtest``: most of the device's free memory in chunks, several patterns written over all of it
   and then verified; a mismatch names the pattern, the count and the first offset.
 - ``vote_round``: the same seeded matmuls (inputs drawn on the CPU from a fixed seed, so every
@@ -22,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -62,81 +70,183 @@ def on(torch: Any, device: Any) -> Any:
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
-class Timer:
-    """Seconds of device work between two points on a stream (CUDA events), or host time on CPU."""
+GATE_CYCLES = 50_000_000  # GPU clock cycles the gate holds its streams (~25 ms at 2 GHz), then longer if needed
+GATE_TRIES = 4
+LOAD_WARMUP = 4  # nvbandwidth's warm-up copies, queued on each stream of a bidirectional run behind the gate
 
-    def __init__(self, torch: Any, device: Any) -> None:
-        self.torch, self.cuda = torch, device.type == "cuda"
-        self.device = device
 
-    def start(self, stream: Any = None) -> Any:
-        if not self.cuda:
-            return time.perf_counter()
-        ev = self.torch.cuda.Event(enable_timing=True)
-        ev.record(stream) if stream is not None else ev.record()
-        return ev
+@dataclass
+class Rate:
+    """One copy figure: the rate over every timed repeat together (their bytes over their summed
+    time, as nvbandwidth and the pass always reported it) and each repeat's own rate, in order."""
 
-    def stop(self, start: Any, stream: Any = None) -> float:
-        if not self.cuda:
-            return time.perf_counter() - start
-        ev = self.torch.cuda.Event(enable_timing=True)
-        ev.record(stream) if stream is not None else ev.record()
-        ev.synchronize()
-        return start.elapsed_time(ev) / 1000.0
+    gb_s: float
+    samples_gb_s: list[float]
 
-    def sync(self) -> None:
+    def fields(self, name: str) -> dict[str, Any]:
+        return {f"{name}_gb_s": self.gb_s, f"{name}_samples_gb_s": self.samples_gb_s}
+
+
+def rate_of(nbytes: int, seconds: list[float]) -> Rate:
+    """GB/s (10^9 bytes) of repeats that each moved ``nbytes`` in the given seconds."""
+    total = sum(seconds)
+    return Rate(round(nbytes * len(seconds) / max(total, 1e-9) / 1e9, 2),
+                [round(nbytes / max(x, 1e-9) / 1e9, 3) for x in seconds])
+
+
+class Marks:
+    """Points on one stream between repeats (CUDA events, or host time on CPU); each repeat's
+    seconds are the span between two neighbouring points. Recording an event between two queued
+    copies does not stall the stream, so the repeats still run back to back."""
+
+    def __init__(self, torch: Any, device: Any, stream: Any = None) -> None:
+        self.torch, self.cuda, self.stream = torch, device.type == "cuda", stream
+        self.points: list[Any] = []
+
+    def mark(self) -> Any:
         if self.cuda:
-            self.torch.cuda.synchronize(self.device)
+            point = self.torch.cuda.Event(enable_timing=True)
+            point.record(self.stream) if self.stream is not None else point.record()
+        else:
+            point = time.perf_counter()
+        self.points.append(point)
+        return point
+
+    def seconds(self) -> list[float]:
+        if not self.cuda:
+            return [b - a for a, b in itertools.pairwise(self.points)]
+        self.points[-1].synchronize()
+        return [a.elapsed_time(b) / 1000.0 for a, b in itertools.pairwise(self.points)]
 
 
-def _rate(torch: Any, device: Any, work: Callable[[], Any], nbytes: int, iters: int, warmup: int = 2) -> float:
-    """GB/s (10^9 bytes) of ``work`` moving ``nbytes`` a call, the mean over ``iters`` calls."""
-    timer = Timer(torch, device)
+def _rate(torch: Any, device: Any, work: Callable[[], Any], nbytes: int, iters: int, warmup: int = 2) -> Rate:
+    """``work`` moving ``nbytes`` a call, timed call by call over ``iters`` calls after ``warmup``."""
     for _ in range(warmup):
         work()
-    timer.sync()
-    t0 = timer.start()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    marks = Marks(torch, device)
+    marks.mark()
     for _ in range(iters):
         work()
-    seconds = timer.stop(t0)
-    return round(nbytes * iters / max(seconds, 1e-9) / 1e9, 2)
+        marks.mark()
+    return rate_of(nbytes, marks.seconds())
 
 
-def hbm(torch: Any, device: Any, nbytes: int, iters: int) -> dict[str, float]:
-    """Device-memory bandwidth, GB/s: copy (bytes counted once), read, write."""
+def hbm(torch: Any, device: Any, nbytes: int, iters: int) -> dict[str, Any]:
+    """Device-memory bandwidth, GB/s and each repeat's: copy (bytes counted once), read, write."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     src.fill_(1)
     floats = src.view(torch.float32)
-    out = {
-        "copy_gb_s": _rate(torch, device, lambda: dst.copy_(src), nbytes, iters),
-        "read_gb_s": _rate(torch, device, lambda: floats.sum(), nbytes, iters),
-        "write_gb_s": _rate(torch, device, lambda: dst.fill_(7), nbytes, iters),
-    }
-    return out
+    return {**_rate(torch, device, lambda: dst.copy_(src), nbytes, iters).fields("copy"),
+            **_rate(torch, device, lambda: floats.sum(), nbytes, iters).fields("read"),
+            **_rate(torch, device, lambda: dst.fill_(7), nbytes, iters).fields("write")}
 
 
 def _host(torch: Any, device: Any, nbytes: int) -> Any:
     return torch.empty(nbytes, dtype=torch.uint8, pin_memory=device.type == "cuda")
 
 
-def pcie(torch: Any, device: Any, nbytes: int, iters: int) -> dict[str, float]:
-    """Host↔device over pinned memory, GB/s: each direction alone, then both at once."""
-    host_in, host_out = _host(torch, device, nbytes), _host(torch, device, nbytes)
-    dev_in = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    dev_out = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    host_in.fill_(3)
-    dev_out.fill_(5)
-    cuda = device.type == "cuda"
-    out = {
-        "h2d_gb_s": _rate(torch, device, lambda: dev_in.copy_(host_in, non_blocking=cuda), nbytes, iters),
-        "d2h_gb_s": _rate(torch, device, lambda: host_out.copy_(dev_out, non_blocking=cuda), nbytes, iters),
-    }
-    h2d, d2h = _both_ways(torch, device, lambda: dev_in.copy_(host_in, non_blocking=cuda),
-                          lambda: host_out.copy_(dev_out, non_blocking=cuda), iters)
-    out["bidir_h2d_gb_s"] = round(nbytes * iters / max(h2d, 1e-9) / 1e9, 2)
-    out["bidir_d2h_gb_s"] = round(nbytes * iters / max(d2h, 1e-9) / 1e9, 2)
-    return out
+def pcie(torch: Any, device: Any, nbytes: int, iters: int) -> dict[str, Any]:
+    """Host↔device over pinned memory, GB/s and each repeat's: each direction alone, then each
+    direction while the other runs (``under_load``)."""
+    host, dev = _host(torch, device, nbytes), torch.empty(nbytes, dtype=torch.uint8, device=device)
+    # the other direction's buffers are twice the size, so it runs through the whole timed window
+    host_load, dev_load = _host(torch, device, 2 * nbytes), torch.empty(2 * nbytes, dtype=torch.uint8, device=device)
+    host.fill_(3)
+    dev_load.fill_(5)
+    nb = device.type == "cuda"
+
+    def h2d() -> Any:
+        return dev.copy_(host, non_blocking=nb)
+
+    def d2h() -> Any:
+        return host.copy_(dev, non_blocking=nb)
+
+    return {**_rate(torch, device, h2d, nbytes, iters).fields("h2d"),
+            **_rate(torch, device, d2h, nbytes, iters).fields("d2h"),
+            **under_load(torch, device, h2d, lambda: host_load.copy_(dev_load, non_blocking=nb), nbytes,
+                         iters).fields("bidir_h2d"),
+            **under_load(torch, device, d2h, lambda: dev_load.copy_(host_load, non_blocking=nb), nbytes,
+                         iters).fields("bidir_d2h")}
+
+
+def gated(torch: Any, device: Any, num_streams: int, enqueue: Callable[[Any, list[Any]], Any]) -> Any:
+    """Queue work on ``num_streams`` fresh streams held shut behind a spin kernel, so that every
+    stream starts when the gate opens rather than when the host gets round to queuing it (as
+    nvbandwidth holds its streams behind a spin kernel). ``enqueue(gate_event, streams)`` queues the
+    work and returns what the caller reads after it ran. If the host was still queuing when the gate
+    opened, the run is repeated with a longer hold."""
+    cycles = GATE_CYCLES
+    for _ in range(GATE_TRIES):
+        holder = torch.cuda.Stream(device)
+        streams = [torch.cuda.Stream(device) for _ in range(num_streams)]
+        gate = torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(holder):
+            torch.cuda._sleep(cycles)
+        gate.record(holder)
+        for s in streams:
+            s.wait_event(gate)
+        got = enqueue(gate, streams)
+        held = not gate.query()  # still shut once everything was queued
+        torch.cuda.synchronize(device)
+        if held:
+            return got
+        cycles *= 4
+    raise RuntimeError(f"the host took longer to queue the copies than a {cycles // 4} cycle hold")
+
+
+def under_load(torch: Any, device: Any, measured: Callable[[], Any], load: Callable[[], Any], nbytes: int,
+               iters: int) -> Rate:
+    """``measured`` (``nbytes`` a call) timed call by call while ``load``, the other direction with
+    twice the bytes a call, runs on a second stream from before the first timed call to after the
+    last, as nvbandwidth's bidirectional testcases time one direction: both streams start together,
+    ``LOAD_WARMUP`` copies each, the load's timed copies wait for the measured stream's start, and
+    only the measured direction is counted."""
+    if device.type != "cuda":
+        together = threading.Barrier(2)
+
+        def run_load() -> None:
+            together.wait(timeout=600)
+            for _ in range(LOAD_WARMUP + iters):
+                load()
+
+        loader = threading.Thread(target=run_load)
+        loader.start()
+        together.wait(timeout=600)
+        for _ in range(LOAD_WARMUP):
+            measured()
+        marks = Marks(torch, device)
+        marks.mark()
+        for _ in range(iters):
+            measured()
+            marks.mark()
+        loader.join()
+        return rate_of(nbytes, marks.seconds())
+
+    def enqueue(gate: Any, streams: list[Any]) -> Marks:
+        timed, loaded = streams
+        with torch.cuda.stream(loaded):
+            for _ in range(LOAD_WARMUP):
+                load()
+        marks = Marks(torch, device, timed)
+        with torch.cuda.stream(timed):
+            for _ in range(LOAD_WARMUP):
+                measured()
+            start = marks.mark()
+        loaded.wait_event(start)
+        with torch.cuda.stream(loaded):
+            for _ in range(iters):
+                load()
+        with torch.cuda.stream(timed):
+            for _ in range(iters):
+                measured()
+                marks.mark()
+        return marks
+
+    with torch.cuda.device(device):
+        return rate_of(nbytes, gated(torch, device, 2, enqueue).seconds())
 
 
 def _both_ways(torch: Any, device: Any, one: Callable[[], Any], other: Callable[[], Any],
@@ -144,8 +254,10 @@ def _both_ways(torch: Any, device: Any, one: Callable[[], Any], other: Callable[
     """Seconds each of two copy streams took from a shared start, running at the same time."""
     if device.type != "cuda":
         spans = [0.0, 0.0]
+        together = threading.Barrier(2)
 
         def run(i: int, work: Callable[[], Any]) -> None:
+            together.wait(timeout=600)
             t0 = time.perf_counter()
             for _ in range(iters):
                 work()
@@ -157,30 +269,31 @@ def _both_ways(torch: Any, device: Any, one: Callable[[], Any], other: Callable[
         for t in threads:
             t.join()
         return spans[0], spans[1]
-    with torch.cuda.device(device):
-        s1, s2 = torch.cuda.Stream(device), torch.cuda.Stream(device)
-        for work, stream in ((one, s1), (other, s2)):  # warm both paths
+
+    def enqueue(gate: Any, streams: list[Any]) -> tuple[Any, list[Any]]:
+        for work, stream in ((one, streams[0]), (other, streams[1])):  # warm both paths
             with torch.cuda.stream(stream):
                 work()
-        torch.cuda.synchronize(device)
         start = torch.cuda.Event(enable_timing=True)
-        start.record()
+        start.record(streams[0])
+        streams[1].wait_event(start)
         ends = []
-        for work, stream in ((one, s1), (other, s2)):
-            stream.wait_event(start)
+        for work, stream in ((one, streams[0]), (other, streams[1])):
             with torch.cuda.stream(stream):
                 for _ in range(iters):
                     work()
             end = torch.cuda.Event(enable_timing=True)
             end.record(stream)
             ends.append(end)
-        for end in ends:
-            end.synchronize()
+        return start, ends
+
+    with torch.cuda.device(device):
+        start, ends = gated(torch, device, 2, enqueue)
         return start.elapsed_time(ends[0]) / 1000.0, start.elapsed_time(ends[1]) / 1000.0
 
 
-def p2p(torch: Any, src: Any, dst: Any, nbytes: int, iters: int) -> dict[str, float]:
-    """One GPU pair, GB/s: ``src`` writing into ``dst``, then both directions at once."""
+def p2p(torch: Any, src: Any, dst: Any, nbytes: int, iters: int) -> dict[str, Any]:
+    """One GPU pair, GB/s: ``src`` writing into ``dst`` (and each repeat's), then both directions at once."""
     a = torch.empty(nbytes, dtype=torch.uint8, device=src)
     b = torch.empty(nbytes, dtype=torch.uint8, device=dst)
     a_back = torch.empty_like(a)
@@ -192,7 +305,7 @@ def p2p(torch: Any, src: Any, dst: Any, nbytes: int, iters: int) -> dict[str, fl
         torch.cuda.synchronize(dst)
     there, back = _both_ways(torch, src, lambda: b.copy_(a, non_blocking=cuda),
                              lambda: a_back.copy_(b, non_blocking=cuda), iters)
-    return {"write_gb_s": write,
+    return {**write.fields("write"),
             "bidir_gb_s": round(nbytes * iters / max(there, 1e-9) / 1e9 + nbytes * iters / max(back, 1e-9) / 1e9, 2)}
 
 

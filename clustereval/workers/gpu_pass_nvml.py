@@ -6,6 +6,9 @@ a guess.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -55,3 +58,25 @@ def memory_health(nv: Any, handle: Any) -> dict[str, Any]:
     else:
         out.update(remapped_corrected=None, remapped_uncorrected=None, remap_pending=None, remap_failed=None)
     return out
+
+
+@contextlib.contextmanager
+def near_gpu(nv: Any, handle: Any) -> Iterator[bool]:
+    """The calling thread on the CPUs NVML names nearest the GPU while the block runs, then on its
+    old ones again: pinned host buffers allocated inside sit in the GPU's NUMA node, as nvbandwidth
+    binds its thread before allocating its host buffers. Yields whether it was bound (False without
+    NVML, a handle, or Linux's per-thread affinity)."""
+    bound = False
+    saved = os.sched_getaffinity(0) if nv is not None and handle is not None and hasattr(os, "sched_getaffinity") \
+        else None
+    if saved is not None:
+        try:
+            nv.nvmlDeviceSetCpuAffinity(handle)
+            bound = True
+        except Exception:  # noqa: BLE001 - the driver cannot say: the copies run where the thread is
+            bound = False
+    try:
+        yield bound
+    finally:
+        if bound and saved is not None:
+            os.sched_setaffinity(0, saved)

@@ -37,8 +37,14 @@ def _no_driver(g: Gap) -> tuple[str, str]:
 
 @wording("health.dcgm-missing")
 def _dcgm_missing(g: Gap) -> tuple[str, str]:
-    return (f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {g.node}, so the hardware "
-            "health check did not run there.", dcgm_install_plan(g.facts.get("os", ""), g.facts.get("cuda", "")))
+    text = (f"DCGM (Data Center GPU Manager, [`dcgmi`]({DIAG_URL})) is not installed on {g.node}, so the hardware "
+            "health check did not run there.")
+    num = int(g.facts.get("num_gpupass_nodes") or 0)  # set on one Gap only, where the GPU pass stood in
+    if num:
+        where = "there" if num == 1 else f"there and on the {num - 1} other node{'s' if num > 2 else ''} without DCGM"
+        text += (f" The GPU memory and links pass ran {where}: its memory pattern test, PCIe checks and correctness "
+                 f"vote are this run's GPU health evidence {'there' if num == 1 else 'on those nodes'}.")
+    return text, dcgm_install_plan(g.facts.get("os", ""), g.facts.get("cuda", ""))
 
 
 @wording("health.hostengine-unreachable")
