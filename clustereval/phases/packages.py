@@ -6,6 +6,7 @@ install is a Gap naming the fallback, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from clustereval.phases.base import RunContext
@@ -24,16 +25,17 @@ class Need:
     why: str
     gpu_only: bool = False  # needed only where the NVIDIA driver is (nvidia-smi answers)
     adapter_only: bool = False  # needed only where an RDMA adapter is (/sys/class/infiniband lists one)
+    for_pass: str = ""  # the pass that needs it: not wanted when the operator left that pass out
 
 
 # what the eval does without each, and the tool's link, are the Gap's words: report/gaps/setup.py
 NEEDS = (
-    Need("fio", "fio", "fio", "the storage scans"),
+    Need("fio", "fio", "fio", "the storage scans", for_pass="storage"),
     Need("ibstat", "infiniband-diags", "infiniband-diags", "InfiniBand/RoCE adapter state and rate",
          adapter_only=True),
     Need("rdma", "iproute2 rdma-core", "iproute rdma-core", "`rdma link` (EFA and RoCE ports)", adapter_only=True),
     Need("dcgmi", "datacenter-gpu-manager-4-cuda{cuda}", "datacenter-gpu-manager-4-cuda{cuda}",
-         "`dcgmi diag -r 2` hardware health", gpu_only=True),
+         "`dcgmi diag -r 2` hardware health", gpu_only=True, for_pass="health"),
 )
 
 # Probe script: fixed names only, no user data reaches the shell.
@@ -84,11 +86,22 @@ class PackagesPhase:
                     record.gaps.append(Gap(phase=self.name, node=np_.node, kind="packages.missing",
                                            facts={"binary": need.binary, "apt": need.apt.split()[0],
                                                   "dnf": need.dnf.split()[0], "enabled": record.enabled}))
+        # a tool that could not be installed (no route, no package in the node's repositories) is its
+        # Gap above, and the pass that needs it says it did not run: the check itself did its work, so
+        # only a node that gave no answer makes this phase partial or failed
         if any(not s.ok for s in steps):
             record.status = "partial" if any(s.ok for s in steps) else "failed"
-        elif any(n.errors for n in record.nodes):
-            record.status = "partial"
         return record
+
+    @staticmethod
+    def _wanted(ctx: RunContext) -> set[str]:
+        """The passes this run plans (``skip`` in cluster.toml and ``--phases`` leave some out)."""
+        planned: list[str] = []
+        with contextlib.suppress(OSError, ValueError):  # a context without a saved state plans every pass
+            planned = list(ctx.store.load_state().phases_planned)
+        passes = {n.for_pass for n in NEEDS if n.for_pass}
+        wanted = {p for p in passes if not planned or p in planned}
+        return wanted - set(ctx.config.skip)
 
     def _node(self, ctx: RunContext, node: Node) -> NodePackages:
         out = NodePackages(node=node.name)
@@ -97,8 +110,11 @@ class PackagesPhase:
         probe = ctx.repeatable.run(node, ["sh", "-c", _PROBE], timeout_s=PROBE_TIMEOUT_S)
         have, uid, cuda = parse_probe(probe.stdout)
         # absent hardware is not a Gap: no driver, no DCGM wanted; no RDMA adapter, no adapter tools wanted
+        # a pass the operator left out needs nothing either (no DCGM wanted when health is skipped)
+        wanted = self._wanted(ctx)
         needed = [n for n in NEEDS if ("nvidia-smi" in have or not n.gpu_only)
-                  and ("rdma-adapter" in have or not n.adapter_only)]
+                  and ("rdma-adapter" in have or not n.adapter_only)
+                  and (not n.for_pass or n.for_pass in wanted)]
         out.present = sorted(n.binary for n in needed if n.binary in have)
         lacking = [n for n in needed if n.binary not in have]
         out.manager = "apt" if "apt-get" in have else "dnf" if "dnf" in have else ""
