@@ -53,7 +53,7 @@ def test_lint_refuses_a_directory(tmp_path):
 
 def test_lint_still_checks_a_report_whose_title_is_wrong(tmp_path):
     # the header lines say it is a report: lint runs and names the title problem (exit 1, not 2)
-    text = (REPO / "examples" / "vm-2026-11-30-2034Z.md").read_text().replace("# Cluster eval:", "# Cluster:", 1)
+    text = (REPO / "examples" / "vm-2026-12-03-1439Z.md").read_text().replace("# Cluster eval:", "# Cluster:", 1)
     (tmp_path / "r.md").write_text(text)
     proc = run_cli("lint", "r.md", cwd=tmp_path, timeout=60)
     assert proc.returncode == 1 and "[title]" in proc.stdout, proc.stdout + proc.stderr

@@ -97,3 +97,30 @@ def test_the_header_says_what_the_profile_shortened_of_what_ran(tmp_path):
     assert line.startswith("- Shortened run (`--profile smoke`): this was a smoke run, a rehearsal of the pipeline")
     assert "each matmul shape was timed for 0.5 s with at most 2 s to settle" in line
     assert "the concurrent write" not in line  # one node: no concurrent write
+
+
+ACCEPTED = RUNS / "raw-cluster-2026-12-03-1443Z"  # the README's quick run with `skip = ["health"]`
+TWO_GPUS = RUNS / "raw-vm-2026-11-30-2034Z"  # a quick run on 2x H200, with the intra-node sweep
+
+
+def test_a_run_that_skips_health_on_purpose_says_so_and_names_no_dcgm(tmp_path):
+    md, records = _rendered(tmp_path, ACCEPTED)
+    assert md == (RUNS / "cluster-2026-12-03-1443Z.md").read_text()  # as it was written on the GPU machine
+    assert lint_text(md, path="cluster-2026-12-03-1443Z.md") == [] and problems(md, records) == []
+    assert "Not asked for by the operator" in md and "the hardware health pass" in md
+    assert "DCGM" not in md and "dcgmi" not in md  # a pass left out on purpose wants no tool
+    assert "health" not in records and records["packages"].status == "ok"
+    assert all(r.status == "ok" for r in records.values())  # the run exited 0
+
+
+def test_the_two_gpu_run_renders_the_report_it_wrote_and_redraws_its_sweep_plot(tmp_path):
+    raw = tmp_path / TWO_GPUS.name
+    shutil.copytree(TWO_GPUS, raw)
+    for png in raw.rglob("*.png"):
+        png.unlink()  # drawn again from the records
+    store = RunStore.open(raw)
+    md, records = render_run(store, "local").markdown, load_records(store)
+    assert md == (RUNS / "vm-2026-11-30-2034Z.md").read_text()
+    assert lint_text(md, path="vm-2026-11-30-2034Z.md") == [] and problems(md, records) == []
+    assert "![Intra-node all-reduce](raw-vm-2026-11-30-2034Z/network/busbw-intra-node-2.png)" in md
+    assert (tmp_path / TWO_GPUS.name / "network" / "busbw-intra-node-2.png").read_bytes()[:4] == b"\x89PNG"
