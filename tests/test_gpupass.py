@@ -623,3 +623,25 @@ def test_the_copying_thread_is_bound_near_its_gpu_and_given_back_its_cpus():
     assert os.sched_getaffinity(0) == before  # another thread's binding never reached this one
     with near_gpu(None, None) as bound:
         assert bound is False and os.sched_getaffinity(0) == before
+
+
+def test_a_real_h200s_repeats_read_into_figures_that_are_their_bytes_over_their_summed_time(tmp_path):
+    """The quick pass with each repeat's rate kept, as the worker printed it on a lent 1x H200 (the call
+    that re-measured the bidirectional copies beside nvbandwidth, whose JSON is beside it)."""
+    events = [json.loads(line) for line in
+              (FIXTURES / "gpupass" / "h200x1-repeats-quick.jsonl").read_text().splitlines()]
+    node = NodePass(node="vm", index=0, hostname="vm")
+    GpuPassPhase._read(events, node)
+    (g,) = node.gpus
+    solo = g.pcie_solo
+    assert solo is not None
+    for figure, samples in ((g.copy_gb_s, g.copy_samples_gb_s), (solo.h2d_gb_s, solo.h2d_samples_gb_s),
+                            (solo.bidir_h2d_gb_s, solo.bidir_h2d_samples_gb_s)):
+        # each repeat moved the same bytes: the figure is the harmonic mean of the repeats' rates
+        assert len(samples) >= 10 and figure == pytest.approx(len(samples) / sum(1 / r for r in samples), rel=1e-3)
+        assert min(samples) <= figure <= max(samples)
+    run = nvbandwidth.parse((FIXTURES / "nvbandwidth" / "h200x1-v0.8-third-call.json").read_text())
+    node.nvbandwidth, node.nvb_figures = "v0.8", figures_of(run)
+    rec = GpuPassRecord(quick=True, tool_rel="tools/gpu_pass.py", nodes=[node])
+    assert judge(rec).problems == []
+    lint(render({"gpupass": rec}).markdown, tmp_path)
