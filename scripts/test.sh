@@ -22,10 +22,12 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends python3 python3-pip
 fi
 
-python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout ruff mypy==1.13.0 xmlschema
+python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout pytest-xdist==3.8.0 ruff mypy==1.13.0 xmlschema
 python3 -m pip install -e .
 
 ruff check .
 python3 -m mypy clustereval  # the settings are pyproject.toml's [tool.mypy]
-# the 20 slowest tests, then pytest's last line: the counts and the total time
-python3 -m pytest -q --durations=20
+# one pytest-xdist worker per core; tests that share a run or this machine's ports stay in one
+# worker (tests/conftest.py, xdist_groups). Then the 20 slowest tests and pytest's last line: the
+# counts and the total time
+python3 -m pytest -q -n "$(nproc)" --dist loadgroup --durations=20

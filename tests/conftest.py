@@ -50,9 +50,69 @@ def has_gpu() -> bool:
         return False
 
 
-def pytest_collection_modifyitems(config, items):
+# Tests that start torchrun, a gloo rendezvous or a whole `clustereval run` on this machine's own
+# network (access = "local"): they meet at the config's rdzv_port (29500 unless the test picks one),
+# so two of them side by side would take each other's port. A test of these modules that builds a
+# namespace bed instead runs its jobs inside the nodes' namespaces and is not held to this.
+THIS_HOST_PORT_MODULES = frozenset({"test_e2e", "test_evalpython", "test_network_local", "test_readme",
+                                    "test_sigterm", "test_targets"})
+THIS_HOST_PORTS = "this-host-rdzv-ports"
+BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke"})
+
+
+def _shared_fixtures(item) -> list[str]:
+    """The session- and module-scoped fixtures of this suite that ``item`` uses: its expensive
+    shared runs and beds (``tmp_path_factory`` and other plugins' fixtures are not ours)."""
+    info = getattr(item, "_fixtureinfo", None)
+    keys = []
+    for name, defs in (info.name2fixturedefs.items() if info else ()):
+        fixdef = defs[-1]
+        owner = getattr(fixdef.func, "__module__", "") or ""
+        if fixdef.scope in ("session", "module") and owner.split(".")[0] == "tests":
+            keys.append(name if fixdef.scope == "session" else f"{item.module.__name__.split('.')[-1]}.{name}")
+    return keys
+
+
+def xdist_groups(items) -> None:
+    """One ``xdist_group`` per set of tests that must run in one pytest-xdist worker, one after the
+    other (``--dist loadgroup``): the tests that read one session- or module-scoped run (a second
+    worker would run it again), and the tests that use this machine's rendezvous ports. Tests that
+    share a fixture with two groups join them into one. Every other test, namespace beds included
+    (each bed has its own random names, subnet and ports), goes to whichever worker is free."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keys_of = {}
     for item in items:
-        if {"netns_cluster", "cluster3", "slurm_cluster"} & set(getattr(item, "fixturenames", ())):
+        keys = _shared_fixtures(item)
+        module = item.module.__name__.split(".")[-1] if getattr(item, "module", None) else ""
+        if module in THIS_HOST_PORT_MODULES and not BED_FIXTURES & set(item.fixturenames):
+            keys.append(THIS_HOST_PORTS)
+        keys += [str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")]
+        keys_of[item] = keys
+        for key in keys:
+            parent[find(key)] = find(keys[0])
+    members: dict[str, list[str]] = {}
+    for key in parent:
+        members.setdefault(find(key), []).append(key)
+    for item in items:  # a test's own xdist_group marks (on it, its class or module) are keys above
+        for node in item.listchain():
+            node.own_markers = [m for m in node.own_markers if m.name != "xdist_group"]
+    for item, keys in keys_of.items():
+        if keys:
+            together = members[find(keys[0])]
+            item.add_marker(pytest.mark.xdist_group(THIS_HOST_PORTS if THIS_HOST_PORTS in together else min(together)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    xdist_groups(items)
+    for item in items:
+        if BED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.netns)
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)

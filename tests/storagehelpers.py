@@ -17,6 +17,11 @@ from clustereval.store import RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
 
+# on each test that runs fio itself: a test of a missing fio, a refusal or a usage error runs without it
+needs_fio = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
+                                       for d in os.environ.get("PATH", "").split(os.pathsep)),
+                               reason="fio is not installed (apt-get install fio)")
+
 SMALL_SIZES = (16 * 2**10, 64 * 2**10, 256 * 2**10)  # tests scale the files down; production argv is the seed's
 TEST_STORAGE = StorageSettings(fio_runtime_s=1, fio_ramp_s=0)  # 1 s of timed IO per run, no ramp
 

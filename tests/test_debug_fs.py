@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import tarfile
-
-import pytest
 
 from clustereval.analysis.fs_debug import report_lines
 from clustereval.config import Config
 from clustereval.debug.fs import debug_fs
 from clustereval.report.gaps import say
 from tests.conftest import run_cli
-from tests.storagehelpers import SMALL_SIZES, files_outside_trash, tmpfs
-
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
-                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="fio is not installed")
+from tests.storagehelpers import SMALL_SIZES, files_outside_trash, needs_fio, tmpfs
 
 
 def _config(tmp_path, local) -> Config:
@@ -24,6 +17,7 @@ def _config(tmp_path, local) -> Config:
                   reports_dir=str(tmp_path / "reports"))
 
 
+@needs_fio
 def test_quick_scan_layout_verdict_and_evidence(tmp_path):
     # the mount is its own filesystem (a tmpfs), so the local disk under tmp_path is a different one
     local = tmp_path / "local"
@@ -62,6 +56,7 @@ def _quick_scan_layout_verdict_and_evidence(tmp_path, local, shared):
     assert (store.raw_dir / "debug-fs.record.json").exists()
 
 
+@needs_fio
 def test_targets_in_the_config_decide_the_verdict(tmp_path):
     from clustereval.config import StorageTarget, Targets
 
@@ -77,6 +72,7 @@ def test_targets_in_the_config_decide_the_verdict(tmp_path):
     assert any(f.startswith("against the operator's figures: 256 KiB read 0%") for f in rec.facts)
 
 
+@needs_fio
 def test_a_nearly_full_mount_points_at_capacity(tmp_path):
     local = tmp_path / "local"
     local.mkdir()
@@ -115,6 +111,7 @@ def test_a_file_is_refused_before_any_snapshot_or_scan(tmp_path):
     assert not any((tmp_path / "r").glob("raw-*"))  # no run folder, no snapshot, no scan
 
 
+@needs_fio
 def test_the_local_side_is_another_filesystem_and_the_eta_never_restarts(tmp_path):
     # local_scratch sits on the very tmpfs being measured: comparing it with itself says nothing
     with tmpfs(tmp_path / "fs", size="400m") as fs:

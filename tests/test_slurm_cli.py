@@ -81,8 +81,6 @@ def test_a_node_set_down_is_named(slurm_cluster):
 
 
 def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_cluster, tmp_path):
-    if "storage" not in phase_names():
-        pytest.skip("needs the storage phase (it holds scratch long enough to cut the time limit under it)")
     config = slurm_cluster.write_config(slurm={"nodes": 2, "time_limit": "1"})
     env = dict(__import__("os").environ)
     env["PYTHONPATH"] = str(REPO)

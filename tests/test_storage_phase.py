@@ -18,13 +18,18 @@ from clustereval.records.storage import StorageRecord
 from clustereval.report.gaps import say
 from clustereval.report.render import RunView, render_report
 from tests.conftest import REPO
-from tests.storagehelpers import SMALL_SIZES, du_bytes, files_outside_trash, make_ctx, small_storage, tmpfs
+from tests.storagehelpers import (
+    SMALL_SIZES,
+    du_bytes,
+    files_outside_trash,
+    make_ctx,
+    needs_fio,
+    small_storage,
+    tmpfs,
+)
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "fio"), os.X_OK)
-                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="fio is not installed")
 
-
+@needs_fio
 def test_six_run_scan_of_local_and_shared_leaves_nothing_outside_trash(tmp_path):
     local, shared = tmp_path / "local", tmp_path / "shared"
     local.mkdir()
@@ -74,6 +79,7 @@ def test_missing_fio_is_a_gap_naming_the_package(tmp_path):
     assert scratch_for(ctx).areas() == []
 
 
+@needs_fio
 def test_full_filesystem_gives_a_clear_error_and_leaves_nothing(tmp_path):
     small = tmp_path / "small"
     (tmp_path / "local").mkdir()
@@ -91,6 +97,7 @@ def test_full_filesystem_gives_a_clear_error_and_leaves_nothing(tmp_path):
         scratch_for(ctx).cleanup(ctx.nodes)
 
 
+@needs_fio
 def test_read_only_mount_gives_a_clear_error(tmp_path):
     ro = tmp_path / "ro"
     (tmp_path / "local").mkdir()
@@ -104,6 +111,7 @@ def test_read_only_mount_gives_a_clear_error(tmp_path):
         scratch_for(ctx).cleanup(ctx.nodes)
 
 
+@needs_fio
 def test_two_shared_mounts_of_different_size_each_get_a_scan_with_same_sized_ones_grouped(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     (tmp_path / "local").mkdir()
@@ -142,6 +150,7 @@ def start_storage_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return proc, tmp_path / "local" / "evaluser"
 
 
+@needs_fio
 def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     proc, users = start_storage_run(tmp_path)
     deadline = time.monotonic() + 120
@@ -195,6 +204,7 @@ def test_targets_added_after_the_run_move_the_bullets_on_re_render(tmp_path):
     assert "the previous rendering moved to" in res.stdout  # the old report went to trash, not deleted
 
 
+@needs_fio
 def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp_path):
     """Over SSH on 3 namespace nodes: the scan runs on node0, every node writes at once, nothing is left."""
     from clustereval.phases.base import RunContext
@@ -225,6 +235,7 @@ def test_concurrent_write_from_every_node_of_the_namespace_cluster(cluster3, tmp
     assert "### Concurrent write shared fs benchmark" in md and "3-node 16 MiB `O_DIRECT` `dd`" in md
 
 
+@needs_fio
 def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
     ram = tmp_path / "ram"
     with tmpfs(ram, size="64m"):
