@@ -11,10 +11,9 @@ the GPU phases turn into Gaps (``analysis.gpus.no_gpu_gap``).
 from __future__ import annotations
 
 from clustereval.analysis.environment import drift, enrich
-from clustereval.errors import ClusterEvalError, TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
-from clustereval.phases.remote import ensure_node_scratch, worker_argv, worker_env
+from clustereval.phases.remote import worker_argv, worker_env
 from clustereval.phases.tools import publish_tools
 from clustereval.probes import batch
 from clustereval.probes._text import last_line
@@ -96,20 +95,14 @@ class EnvironmentPhase:
         return env, gaps
 
     def _batched(self, ctx: RunContext, node: Node, tools: list[str]) -> dict[str, CommandResult]:
-        """``tools`` in one round trip (``probes.batch``), run in the run's node-local scratch folder;
-        the results it brought back by tool. Empty when the batch could not run there (no scratch
-        folder, no ``mkdir``): the caller then runs each tool on its own. A node that stops answering
+        """``tools`` in one round trip (``probes.batch``, read-only like the tools, so repeatable);
+        the results it brought back by tool. A tool it did not bring back (no temporary folder on
+        the node, a cut-short answer) the caller runs on its own. A node that stops answering
         raises, as any command would."""
-        try:
-            scratch = ensure_node_scratch(ctx, node)
-        except TransportError:
-            raise
-        except ClusterEvalError:
-            return {}  # the scratch folder's own problem is reported where a pass needs it
         token = batch.new_token()
         commands = [batch.BatchCommand(t, tuple(TOOLS[t]()), TIMEOUT_S.get(t, DEFAULT_TIMEOUT_S)) for t in tools]
         limit_s = max(c.timeout_s for c in commands) + batch.KILL_GRACE_S + 10
-        res = ctx.repeatable.run(node, batch.build_argv(commands, f"{scratch}/inventory", token), timeout_s=limit_s)
+        res = ctx.repeatable.run(node, batch.build_argv(commands, token), timeout_s=limit_s)
         got = {}
         for name, r in batch.parse(commands, res.stdout, token).items():
             cmd = next(c for c in commands if c.name == name)

@@ -4,7 +4,7 @@ stdout and stderr kept apart.
 A fleet's inventory is some twenty small commands per node; one transport call each costs the
 controller a process and a session per command (a connection each without multiplexing), which at
 a thousand nodes is most of the phase. ``build_argv`` runs them all at once on the node, each under
-``timeout``, its stdout, stderr and exit status in files of a folder the caller names, then prints
+``timeout``, its stdout, stderr and exit status in files of a temporary folder, then prints
 them framed by a token no output can contain by chance; ``parse`` takes them apart again.
 """
 
@@ -37,20 +37,23 @@ def new_token() -> str:
     return f"@@ce-batch-{secrets.token_hex(8)}"
 
 
-def build_argv(commands: list[BatchCommand], folder: str, token: str) -> list[str]:
-    """``sh -c SCRIPT``: every command at once, their outputs under ``folder`` (made, removed at the
-    end), then each one's exit status, stdout and stderr between ``token`` lines, in order."""
-    # -p: a second attempt of the same batch (a retried transient failure) finds its folder made
-    lines = ['d="$1"', f'mkdir -p "$d" || exit {NO_FOLDER_RC}']
+def build_argv(commands: list[BatchCommand], token: str) -> list[str]:
+    """``sh -c SCRIPT``: every command at once, their outputs in a folder of the node's temporary
+    directory (``mktemp -d``: ``$TMPDIR``, else ``/tmp``) that is removed again when the script ends
+    or is stopped, then each one's exit status, stdout and stderr between ``token`` lines, in order.
+    The batch needs nothing of the run on the node, so it is as safe to run twice as its commands."""
+    lines = [f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/clustereval-batch.XXXXXX") || exit {NO_FOLDER_RC}',
+             "trap 'rm -rf \"$d\"' EXIT",
+             "trap 'exit 143' HUP INT TERM"]
     for i, cmd in enumerate(commands):
-        run = " ".join(shlex.quote(w) for w in ["timeout", "-k", str(KILL_GRACE_S), str(max(1, round(cmd.timeout_s))), *cmd.argv])
+        run = " ".join(shlex.quote(w) for w in ["timeout", "-k", str(KILL_GRACE_S), str(max(1, round(cmd.timeout_s))),
+                                                 *cmd.argv])
         lines.append(f'( {run} >"$d/{i}.out" 2>"$d/{i}.err" </dev/null; echo $? >"$d/{i}.rc" ) &')
     lines.append("wait")
     for i in range(len(commands)):
         lines.append(f'printf "%s %s %s\\n" {token} {i} "$(cat "$d/{i}.rc" 2>/dev/null)"; cat "$d/{i}.out"; '
                      f'printf "\\n%s stderr\\n" {token}; cat "$d/{i}.err"; printf "\\n%s end\\n" {token}')
-    lines.append('rm -rf "$d"')
-    return ["sh", "-c", "\n".join(lines), "sh", folder]
+    return ["sh", "-c", "\n".join(lines)]
 
 
 def parse(commands: list[BatchCommand], stdout: str, token: str) -> dict[str, BatchResult]:
