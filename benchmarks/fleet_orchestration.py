@@ -80,8 +80,12 @@ def controller(args: argparse.Namespace) -> int:
     from clustereval.report.lint import lint_text
     from clustereval.runner import render
     from clustereval.store import RunState, RunStore
+    from clustereval.transport import ssh as ssh_module
     from clustereval.transport.factory import make_transport, nodes_of
 
+    # every shared connection kept for the whole measurement, so none takes its CPU with it when it
+    # ends between phases (a run's own connections close 60 s after their last command)
+    ssh_module.MASTER_PERSIST_S = 3600
     config = load_config(args.config)
     transport = make_transport(config)
     nodes = nodes_of(config, transport)
@@ -126,6 +130,9 @@ def controller(args: argparse.Namespace) -> int:
         rendered = render(store, "ssh", None, policy_from(None))
         problems = lint_text(rendered.markdown)
         store.write_report(rendered.markdown)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            Path(args.out, f"report-{len(nodes)}-nodes.md").write_text(rendered.markdown)
         return f"{len(rendered.markdown.splitlines())} lines, {len(problems)} lint problems"
 
     try:
@@ -220,6 +227,7 @@ def main() -> int:
     ap.add_argument("--phases", default=",".join(PHASES), help=f"a subset of {','.join(PHASES)}")
     ap.add_argument("--sample-s", type=float, default=3.0, help="the snapshot's iowait sample (its default)")
     ap.add_argument("--node-python", default="", help="the nodes' interpreter (default: one without torch)")
+    ap.add_argument("--out", default="", help="keep each N's report in this folder")
     # the controller's own arguments (one process per N)
     ap.add_argument("--controller", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="", help=argparse.SUPPRESS)
@@ -244,7 +252,7 @@ def main() -> int:
             folder = Path(tempfile.mkdtemp(prefix=f"fleet{n}-", dir=cluster.workdir))
             conf = alias_config(cluster, folder, n, python)
             argv = [sys.executable, __file__, "--controller", "--config", str(conf), "--folder", str(folder / "reports"),
-                    "--phases", ",".join(args.phases), "--sample-s", str(args.sample_s)]
+                    "--phases", ",".join(args.phases), "--sample-s", str(args.sample_s), "--out", args.out]
             t0 = time.monotonic()
             load0 = os.getloadavg()[0]
             proc = subprocess.run(argv, capture_output=True, text=True,
