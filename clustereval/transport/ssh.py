@@ -53,6 +53,12 @@ LOCAL_MARGIN_S = 15  # the local ssh waits this much longer than the remote time
 # Below it the saving is seconds and every command keeps a connection of its own.
 MULTIPLEX_FROM_NODES = 64
 MASTER_PERSIST_S = 60  # an idle shared connection closes itself this long after its last command
+# Nodes served at once when commands share connections. A node's own part of a step takes seconds
+# (nvidia-smi on 8 GPUs, a torch import from a shared filesystem) against milliseconds of the
+# controller's, so the step's wall time is the node count / the fan-out × a node's time: 32 at a time
+# would hold 1024 nodes' inventory to 32 waves. 128 ssh clients are ~400 of the controller's file
+# descriptors, under the common 1024 limit.
+MULTIPLEX_FANOUT = 128
 
 # A long-running remote command (torchrun) must not outlive the controller: without a terminal, a
 # dropped ssh connection does not signal the remote process. The wrapper starts the command in its
@@ -223,6 +229,8 @@ class SshTransport(Transport):
         self._baseline: dict[str, str] | None = None
         self._lock = threading.Lock()
         self.multiplex = multiplex
+        if multiplex:
+            self.fanout = MULTIPLEX_FANOUT
         self._control_dir = ""  # made on first use; short, since a socket path is limited to ~100 bytes
         self._masters: set[str] = set()
 
