@@ -214,8 +214,10 @@ class Preflight:
             try:
                 # a dead node fails at connect (refused, or ConnectTimeout) within seconds either way;
                 # the minute is for a live node whose login is slow (shell start-up files, a loaded host)
-                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s
-                                + self.settings.login_allowance_s)
+                # `hostname` is safe to repeat: a transient failure (sshd slow to answer its banner
+                # while a thousand nodes connect at once) is retried before it counts
+                res = self.ctx.repeatable.run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s
+                                              + self.settings.login_allowance_s)
             except TransportError as exc:
                 errors[node.name] = exc
                 self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))
