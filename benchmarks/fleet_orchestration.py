@@ -79,7 +79,7 @@ def controller(args: argparse.Namespace) -> int:
     from clustereval.phases.settings import PreflightSettings
     from clustereval.report.lint import lint_text
     from clustereval.runner import render
-    from clustereval.store import RunState, RunStore
+    from clustereval.store import RunState, RunStore, utc_stamp
     from clustereval.transport import ssh as ssh_module
     from clustereval.transport.factory import make_transport, nodes_of
 
@@ -90,7 +90,7 @@ def controller(args: argparse.Namespace) -> int:
     transport = make_transport(config)
     nodes = nodes_of(config, transport)
     store = RunStore.create(Path(args.folder), config.name)
-    store.save_state(RunState(name=config.name, stamp="bench", phases_planned=["environment"]))
+    store.save_state(RunState(name=config.name, stamp=utc_stamp(), phases_planned=["environment"]))
     ctx = RunContext(config=config, transport=transport, nodes=nodes, store=store)
 
     def timed(phase: str, fn) -> None:  # noqa: ANN001
