@@ -1,8 +1,9 @@
 """The environment phase: what every node is (inventory, not a benchmark).
 
 Runs every collector of ``probes.node.TOOLS`` plus the software worker on every node in
-parallel, each with a timeout, keeps each raw output under ``env/<node>/<tool>.txt``, parses them
-into an ``EnvironmentRecord`` and notes what differs across nodes. A node without a GPU (or
+parallel, each with a timeout, a node's collectors in one round trip (``probes.batch``; the GPU
+tools in a second one, where nvidia-smi lists a GPU), keeps each raw output under
+``env/<node>/<tool>.txt``, parses them into an ``EnvironmentRecord`` and notes what differs across nodes. A node without a GPU (or
 without the NVIDIA driver tools) is a fact of the record, not a failure: the phase succeeds and
 the GPU phases turn into Gaps (``analysis.gpus.no_gpu_gap``).
 """
@@ -14,6 +15,7 @@ from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import each_node
 from clustereval.phases.remote import worker_argv, worker_env
 from clustereval.phases.tools import publish_tools
+from clustereval.probes import batch
 from clustereval.probes._text import last_line
 from clustereval.probes.node import GPU_TOOLS, SOFTWARE, TOOLS, assemble
 from clustereval.records import CommandResult, Gap
@@ -70,11 +72,12 @@ class EnvironmentPhase:
         raw_files: dict[str, str] = {}
         errors: list[str] = []
         # a node that stops answering raises out of here: ``each_node`` makes it that node's Gap
-        first = self._collect(ctx, node, ["nvidia-smi-query-gpu"], outputs, raw_files, errors)
-        smi = first[0]
+        # the GPU list and the host's inventory in one round trip; the GPU tools only where a GPU is
+        other = [t for t in TOOLS if t not in GPU_TOOLS]
+        first = self._collect(ctx, node, other, outputs, raw_files, errors)
+        smi = first[other.index("nvidia-smi-query-gpu")]
         gpu_tools = list(GPU_TOOLS) if smi.ok and outputs.get("nvidia-smi-query-gpu", "").strip() else []
-        other = [t for t in TOOLS if t != "nvidia-smi-query-gpu" and t not in GPU_TOOLS]
-        self._collect(ctx, node, other + gpu_tools + [SOFTWARE], outputs, raw_files, errors)
+        self._collect(ctx, node, gpu_tools + [SOFTWARE], outputs, raw_files, errors)
         prefer = [*ctx.config.shared_paths, ctx.config.local_scratch]
         env = assemble(node.name, node.index, outputs, prefer=prefer, gpu_visibility=_visibility(smi))
         env.raw_files = raw_files
@@ -91,10 +94,33 @@ class EnvironmentPhase:
                             facts={"label": env.hostname or node.name, "tools": missing}))
         return env, gaps
 
+    def _batched(self, ctx: RunContext, node: Node, tools: list[str]) -> dict[str, CommandResult]:
+        """``tools`` in one round trip (``probes.batch``, read-only like the tools, so repeatable);
+        the results it brought back by tool. A tool it did not bring back (no temporary folder on
+        the node, a cut-short answer) the caller runs on its own. A node that stops answering
+        raises, as any command would."""
+        token = batch.new_token()
+        commands = [batch.BatchCommand(t, tuple(TOOLS[t]()), TIMEOUT_S.get(t, DEFAULT_TIMEOUT_S)) for t in tools]
+        limit_s = max(c.timeout_s for c in commands) + batch.KILL_GRACE_S + 10
+        res = ctx.repeatable.run(node, batch.build_argv(commands, token), timeout_s=limit_s)
+        got = {}
+        for name, r in batch.parse(commands, res.stdout, token).items():
+            cmd = next(c for c in commands if c.name == name)
+            timed_out = r.rc in (124, 137)
+            got[name] = CommandResult(node=node.name, argv=list(cmd.argv), rc=r.rc, stdout=r.stdout,
+                                      stderr=r.stderr + (f"\ntimed out after {cmd.timeout_s:.0f} s" if timed_out else ""),
+                                      seconds=res.seconds, timed_out=timed_out)
+        return got
+
     def _collect(self, ctx: RunContext, node: Node, tools: list[str], outputs: dict[str, str],
                  raw_files: dict[str, str], errors: list[str]) -> list[CommandResult]:
+        batchable = [t for t in tools if t != SOFTWARE]
+        done = self._batched(ctx, node, batchable) if len(batchable) > 1 else {}
+
         def one(tool: str) -> CommandResult:
-            if tool == SOFTWARE:
+            if tool in done:
+                argv, res = list(done[tool].argv), done[tool]
+            elif tool == SOFTWARE:
                 argv = worker_argv(ctx, "software")
                 res = ctx.repeatable.run(node, argv, timeout_s=TIMEOUT_S[SOFTWARE], env=worker_env(ctx, node))
             else:

@@ -149,7 +149,10 @@ class Preflight:
                                    gpu_bf16_target_tflops=ctx.config.targets.gpu_bf16_tflops)
         self._lock = threading.Lock()
 
-    def run(self) -> PreflightRecord:
+    def run(self, *, collective: bool = True) -> PreflightRecord:
+        """``collective=False``: the node-by-node checks alone (reachability, GPUs and paths, torch),
+        without the cross-node TCP check and the gloo all-reduce; what ``benchmarks/fleet_orchestration.py``
+        times at fleet size, where the nodes are aliases of a few hosts that share their ports."""
         rec = self.rec
         rec.checklist = checklist(self.cfg, self.ctx.transport.describe(), self.nodes)
         rec.missing = [c.need for c in rec.checklist if c.required and not c.known and c.need != "GPUs per node"]
@@ -164,7 +167,7 @@ class Preflight:
         steps = [self._reach, self._node_facts, self._torch]
         if self.cfg.access == "slurm":
             steps.insert(0, self._allocation)
-        if self.multi:
+        if self.multi and collective:
             steps += [self._tcp, self._gloo]
         for step in steps:
             if not step():
@@ -211,8 +214,10 @@ class Preflight:
             try:
                 # a dead node fails at connect (refused, or ConnectTimeout) within seconds either way;
                 # the minute is for a live node whose login is slow (shell start-up files, a loaded host)
-                res = self._run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s
-                                + self.settings.login_allowance_s)
+                # `hostname` is safe to repeat: a transient failure (sshd slow to answer its banner
+                # while a thousand nodes connect at once) is retried before it counts
+                res = self.ctx.repeatable.run(node, ["hostname"], timeout_s=self.cfg.ssh.connect_timeout_s
+                                              + self.settings.login_allowance_s)
             except TransportError as exc:
                 errors[node.name] = exc
                 self._probe(ProbeResult(kind, node.name, False, exc.message, round(time.monotonic() - t0, 2)))

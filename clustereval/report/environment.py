@@ -49,12 +49,27 @@ def env_record(view: RunView) -> EnvironmentRecord | None:
     return rec if isinstance(rec, EnvironmentRecord) else None
 
 
+# Above this many nodes a row names the fleet's common value by its node count and lists only the
+# nodes that differ from it (the outliers), so a 1024-node report stays a page a person reads.
+FOLD_NODES = 8
+
+
 def _node_tag(n: NodeEnvironment) -> str:
     return f"`{n.hostname or n.node}`(node{n.index})"
 
 
+def node_tags(nodes: list[NodeEnvironment]) -> str:
+    """Every node's tag; past ``FOLD_NODES``, the first ``FOLD_NODES`` and how many more."""
+    tags = [_node_tag(n) for n in nodes]
+    if len(tags) <= FOLD_NODES:
+        return ", ".join(tags)
+    return ", ".join(tags[:FOLD_NODES]) + f" and {plural(len(tags) - FOLD_NODES, 'more node')}"
+
+
 def per_node(nodes: list[NodeEnvironment], value_of: Callable[[NodeEnvironment], str]) -> str:
-    """One value when the nodes agree; ``value on `a`(node0), `b`(node1); other on `c`(node2)`` when not."""
+    """One value when the nodes agree; ``value on `a`(node0), `b`(node1); other on `c`(node2)`` when not.
+    Above ``FOLD_NODES`` nodes the most common value is given with its node count (``value on 1022
+    nodes; other on `c`(node2), `d`(node9)``), the others with their nodes."""
     groups: dict[str, list[NodeEnvironment]] = {}
     for n in nodes:
         groups.setdefault(value_of(n), []).append(n)
@@ -63,7 +78,33 @@ def per_node(nodes: list[NodeEnvironment], value_of: Callable[[NodeEnvironment],
         return ""
     if len(groups) == 1 and len(next(iter(groups.values()))) == len(nodes):
         return next(iter(groups))
-    return "; ".join(f"{value} on {', '.join(_node_tag(n) for n in members)}" for value, members in groups.items())
+    if len(nodes) <= FOLD_NODES:
+        return "; ".join(f"{value} on {', '.join(_node_tag(n) for n in members)}" for value, members in groups.items())
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))  # stable: ties keep node order
+    (common, members), rest = ranked[0], ranked[1:]
+    parts = [f"{common} on {plural(len(members), 'node')}"]
+    return "; ".join(parts + [f"{value} on {node_tags(others)}" for value, others in rest])
+
+
+def hostname_row(nodes: list[NodeEnvironment]) -> str:
+    """Every node's hostname; above ``FOLD_NODES`` nodes the first and the last, and any hostname
+    that more than one node answers with (two nodes that call themselves the same break rendezvous)."""
+    if len(nodes) == 1:
+        return f"`{nodes[0].hostname or nodes[0].node}`"
+    if len(nodes) <= FOLD_NODES:
+        return ", ".join(_node_tag(n) for n in nodes)
+    text = f"{plural(len(nodes), 'node')}, {_node_tag(nodes[0])} to {_node_tag(nodes[-1])}"
+    seen: dict[str, list[NodeEnvironment]] = {}
+    for n in nodes:
+        if n.hostname:
+            seen.setdefault(n.hostname, []).append(n)
+    shared = [(name, members) for name, members in seen.items() if len(members) > 1]
+    if shared:
+        text += "; the same hostname on more than one node: " + "; ".join(
+            f"`{name}` on {', '.join(f'node{m.index}' for m in members[:FOLD_NODES])}"
+            + (f" and {plural(len(members) - FOLD_NODES, 'more node')}" if len(members) > FOLD_NODES else "")
+            for name, members in shared[:FOLD_NODES])
+    return text
 
 
 def _stamp_text(stamp: str) -> str:
@@ -131,7 +172,8 @@ def write_header(view: RunView, doc: Document) -> None:
     detail = getattr(view.get("preflight"), "access_detail", "")
     lines = [f"Datetime (UTC): {_stamp_text(view.stamp)}", f"Access: {access} ({detail})" if detail else f"Access: {access}"]
     if env and env.nodes:
-        names = ", ".join(f"`{n.hostname or n.node}`" for n in env.nodes)
+        names = (", ".join(f"`{n.hostname or n.node}`" for n in env.nodes) if len(env.nodes) <= FOLD_NODES else
+                 f"`{env.nodes[0].hostname or env.nodes[0].node}` to `{env.nodes[-1].hostname or env.nodes[-1].node}`")
         per = Counter(len(n.gpus) for n in env.nodes)
         total = sum(len(n.gpus) for n in env.nodes)
         if total == 0:
@@ -139,9 +181,11 @@ def write_header(view: RunView, doc: Document) -> None:
         elif len(per) == 1:
             g = next(iter(per))
             gpus = plural(g, "GPU") + (f" each, {plural(total, 'GPU')} in all" if count > 1 else "")
-        else:
+        elif len(env.nodes) <= FOLD_NODES:
             gpus = ", ".join(f"{plural(len(n.gpus), 'GPU')} on `{n.hostname or n.node}`" for n in env.nodes)
             gpus += f", {plural(total, 'GPU')} in all"
+        else:
+            gpus = per_node(env.nodes, lambda n: plural(len(n.gpus), "GPU")) + f", {plural(total, 'GPU')} in all"
         lines.append(f"Nodes / GPUs: {plural(count, 'node')} ({names}), {gpus}")
     else:
         lines.append(f"Nodes / GPUs: {plural(count, 'node')}")
@@ -249,7 +293,7 @@ def _cpu(n: NodeEnvironment) -> str:
 
 
 def host_rows(nodes: list[NodeEnvironment]) -> list[tuple[str, str]]:
-    hostnames = ", ".join(_node_tag(n) for n in nodes) if len(nodes) > 1 else f"`{nodes[0].hostname or nodes[0].node}`"
+    hostnames = hostname_row(nodes)
     return [
         ("OS", per_node(nodes, lambda n: n.os_pretty)),
         ("Hostname", hostnames),

@@ -58,9 +58,9 @@ def make_transport(config: Config) -> Transport:
     if config.access == "local":
         return LocalTransport()
     if config.access == "ssh":
-        from clustereval.transport.ssh import SshTransport
+        from clustereval.transport.ssh import MULTIPLEX_FROM_NODES, SshTransport
 
-        return SshTransport(config.ssh)
+        return SshTransport(config.ssh, multiplex=max(len(config.nodes), len(config.hosts)) >= MULTIPLEX_FROM_NODES)
     if config.access == "slurm":
         from clustereval.transport.slurm import SlurmTransport
 
