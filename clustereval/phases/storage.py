@@ -43,9 +43,17 @@ MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local 
 # the code that ran fio and read its output, for the report to link (``publish_tools``)
 STORAGE_TOOLS = ("clustereval.phases.storage", "clustereval.probes.fio")
 
-# exec keeps the pid: the pidfile lets the phase stop fio on any transport
-_WITH_PIDFILE = 'echo $$ > "$0"; exec "$@"'
-_STOP_BY_PIDFILE = '[ -f "$0" ] && kill -INT "$(cat "$0")" 2>/dev/null; exit 0'
+# fio forks one process per job, and a job can outlive a signal its parent got: each run starts in
+# a session of its own (setsid; -w waits where setsid has to fork), so its process group is exactly
+# fio and its jobs, and the group id goes in the pidfile ("$0") before fio starts. exec keeps the id.
+_IN_OWN_GROUP = 'exec setsid -w sh -c \'echo $$ > "$0"; exec "$@"\' "$0" "$@"'
+# Stopping signals the whole group: SIGINT (fio ends its jobs), then SIGKILL once "$1" tenths of a
+# second have passed, and returns only when no process of the group is left.
+_STOP_GROUP = ('pg=$(cat "$0" 2>/dev/null) || exit 0; case $pg in ""|*[!0-9]*) exit 0;; esac; '
+               'kill -INT -$pg 2>/dev/null || exit 0; n=0; '
+               'while kill -0 -$pg 2>/dev/null; do '
+               '[ $n -ge "$1" ] && kill -KILL -$pg 2>/dev/null; sleep 0.1; n=$((n + 1)); done; '
+               'rm -f "$0"; exit 0')
 
 
 class StoragePhase:
@@ -248,7 +256,7 @@ class StoragePhase:
 
         def target() -> None:
             try:
-                result["res"] = ctx.transport.run(node, ["sh", "-c", _WITH_PIDFILE, pidfile, *argv],
+                result["res"] = ctx.transport.run(node, ["sh", "-c", _IN_OWN_GROUP, pidfile, *argv],
                                                   timeout_s=limit_s)
             except BaseException as exc:  # noqa: BLE001 - handed to the phase's thread below
                 result["exc"] = exc
@@ -270,10 +278,14 @@ class StoragePhase:
                     ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {mount}: "
                                                        f"{spent:.0f} s in", max(left_s - spent, after_s))
         except KeyboardInterrupt:  # the second Ctrl-C: stop fio and go, within seconds
-            self._stop_fio(ctx, node, pidfile)
-            worker.join(5)
+            self._stop_until_done(ctx, node, pidfile, worker)
             raise
         cell.seconds = round(time.monotonic() - t0, 1)
+        res_seen = result.get("res")
+        if stopped or ctx.stop.is_set() or (isinstance(res_seen, CommandResult) and res_seen.timed_out):
+            # a run stopped or past its time leaves nothing behind: what the wrapper's end did not take
+            # with it (jobs of a parent that died first) goes now, before its folder goes to trash
+            self._stop_fio(ctx, node, pidfile)
         if "exc" in result:
             exc = result["exc"]
             if isinstance(exc, ClusterEvalError):
@@ -313,10 +325,23 @@ class StoragePhase:
         return cell
 
     def _stop_fio(self, ctx: RunContext, node: Node, pidfile: str) -> None:
+        """Stop the run's whole process group (fio and its jobs) and wait until none of it is left."""
+        tenths = str(max(1, round(self.settings.stop_grace_s * 10)))
         try:
-            ctx.transport.run(node, ["sh", "-c", _STOP_BY_PIDFILE, pidfile], timeout_s=self.settings.stop_timeout_s)
+            ctx.transport.run(node, ["sh", "-c", _STOP_GROUP, pidfile, tenths],
+                              timeout_s=self.settings.stop_timeout_s)
         except TransportError:
             pass  # the node is gone; fio goes with it
+
+    def _stop_until_done(self, ctx: RunContext, node: Node, pidfile: str, worker: threading.Thread) -> None:
+        """Stop fio until the command that runs it has ended: a stop that came before the run wrote its
+        pidfile found nothing to stop, and the next one finds the group."""
+        deadline = time.monotonic() + self.settings.stop_timeout_s
+        while True:
+            self._stop_fio(ctx, node, pidfile)
+            worker.join(1.0)
+            if not worker.is_alive() or time.monotonic() >= deadline:
+                return
 
     # -- concurrent write ----------------------------------------------------------------------
     def _concurrent_write(self, ctx: RunContext, scratch: Scratch, mount: str, row: probe.DfRow | None,
