@@ -64,8 +64,8 @@ def test_a_hunts_gaps_keep_their_kind_and_facts_and_an_old_records_words(tmp_pat
     assert [g.kind for g in rec.gaps] == ["pairwise.pair-failed", ""]
     assert rec.gaps[0].facts == {"a": "x", "b": "y", "error": "no result"} and not rec.gaps[0].text
     assert say(rec.gaps[0]).text == "The pair x + y did not complete (`no result`)."  # the error line, quoted
-    assert say(rec.gaps[0]).plan == ("read the pair's launch log in the raw folder, fix the cause and re-run "
-                                     "`clustereval pairwise`")
+    assert say(rec.gaps[0]).plan == ("read the pair's launch log in the raw folder, fix the cause and run "
+                                     "`clustereval pairwise` again")
     assert (say(rec.gaps[1]).text, say(rec.gaps[1]).plan) == ("The pair x + z did not complete (boom).", "re-run")
 
 

@@ -1,7 +1,7 @@
 """One rendezvous plan for every torchrun job, on the 4-node namespace bed over SSH, in three
-name-resolution modes: preflight's gloo check proves the plan and records it, and connectivity uses it
-unchanged; in the hardest mode (loopback hostnames, peers known by IP only) the inter-node sweep and
-pairwise use it unchanged too (tiny payloads: this checks the launch, not speed)."""
+name-resolution modes: preflight's gloo check proves the plan and records it, and connectivity, the
+inter-node sweep and pairwise each use it unchanged, in every mode (one smallest payload, two samples
+a pair: this checks the launch, not speed)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from clustereval.phases.settings import NetworkSettings, PairwiseSettings
 from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 
-TINY = NetworkSettings(max_bytes=64 * 1024)
+SMALLEST = 32 * 2**10  # the sweep's smallest payload, alone: one all-reduce size per job
+TINY = NetworkSettings(min_bytes=SMALLEST, max_bytes=SMALLEST)
 
 
 def free_port() -> int:
@@ -70,18 +71,13 @@ def test_every_job_uses_the_plan_preflight_proved(tmp_path, netns_cluster, mode)
     assert (conn.launch.is_host_node, conn.launch.local_addrs, conn.launch.socket_ifnames) == (
         plan.is_host_node, plan.local_addrs, plan.socket_ifnames)
     ctx.records["connectivity"] = conn
-    if mode != "loopback-ip-peers":
-        # the other modes' plans take the same launch path from here on: in "all" no fix is needed
-        # (the session's 4-node smoke run takes it through every job), and the own-address plan
-        # has the same shape as the loopback one (is_host on node0, every node's local_addr)
-        return
 
     ar = AllreducePhase(TINY).run(ctx)
     assert ar.status == "ok", ar.gaps
     assert ar.inter is not None and ar.inter.ok and ar.inter.num_ranks == 4
     assert (ar.inter.launch.local_addrs, ar.inter.launch.socket_ifnames) == (plan.local_addrs, plan.socket_ifnames)
 
-    pw = run_pairwise(ctx, settings=PairwiseSettings(payload_bytes=64 * 1024, samples_per_pair=2))
+    pw = run_pairwise(ctx, settings=PairwiseSettings(payload_bytes=SMALLEST, samples_per_pair=2))
     assert pw.rendezvous == plan
     assert len(pw.pairs) == 6 and all(p.busbw_gb_s is not None and len(p.samples_gb_s) == 2 for p in pw.pairs), [
         (p.a, p.b, p.error) for p in pw.pairs]

@@ -54,16 +54,17 @@ def test_the_storage_phase_wordings():
         "cannot say how many storage targets one file is spread over.",
         f"install the lfs client tools on {NODE}, or run them there by hand and add the output to the raw folder")
     assert worded("storage.scan-refused", {"path": "/fsx", "message": "no room", "hint": ""}) == (
-        "The IO benchmark of `/fsx` did not run: no room.", "fix the path and re-run the storage phase")
+        "The IO benchmark of `/fsx` did not run: no room.",
+        "fix the path, then run `clustereval run --resume RUN_DIR` so the scan runs")
     assert worded("storage.scan-refused", {"path": "/fsx", "message": "no room", "hint": "free 1 GiB"})[1] == (
         "free 1 GiB")
     assert worded("storage.concurrent-refused", {"path": "/fsx", "message": "read-only", "hint": ""},
                   node="") == ("The concurrent write to `/fsx` did not run: read-only.",
-                               "fix the path and re-run the storage phase")
+                               "fix the path, then run `clustereval run --resume RUN_DIR` so the write runs")
     assert worded("storage.concurrent-node-failed", {"path": "/fsx", "error": "no answer"}, node="gpu-b") == (
         "gpu-b did not finish the concurrent write to `/fsx`: [`dd`](https://man7.org/linux/man-pages/man1/dd.1.html) "
         "failed (`no answer`).",
-        "check the node and the mount, then re-run the storage phase")
+        "check the node and the mount, then run `clustereval run --resume RUN_DIR`")
     # kubectl's own log line once stood in dd's place: quoted, its bare numbers are not prose
     klog = "E1201 21:27:43.219209   15774 websocket.go:296] Unknown stream id 2, discarding message."
     text = worded("storage.concurrent-node-failed", {"path": "/fsx", "error": klog, "rc": 0, "output": klog},
@@ -89,7 +90,8 @@ def test_a_fio_run_without_figures_is_worded_for_the_phase_that_ran_it():
     # the quoted line starts with a tool's name, so it is linked like any first mention of a tool
     assert (gap.text, gap.plan) == ("[`fio`](https://github.com/axboe/fio) has no 1 MiB read figures for `/fsx`: "
                                     "[`fio exited 1`](https://github.com/axboe/fio).",
-                                    "read the raw fio output, fix the cause, re-run the storage phase")
+                                    "read the raw fio output, fix the cause, then run "
+                                    "`clustereval run --resume RUN_DIR`")
     (pair,) = fio_cell_gaps("debug-fs", NODE, "/fsx", cells)
     assert say(pair[1]).text == gap.text and say(pair[1]).plan == "read the raw fio output in the run folder"
 
@@ -105,7 +107,8 @@ def test_the_debug_fs_wordings():
         "local disk.", "install the `fio` package (`apt-get install -y fio` or `dnf install -y fio`) and run "
                      "`clustereval debug fs` again")
     assert worded("debugfs.scan-refused", {"path": "/fsx", "message": "no room", "hint": ""}, phase="debug-fs") == (
-        "The quick scan of `/fsx` did not run: no room.", "free space or pick another folder, then run it again")
+        "The quick scan of `/fsx` did not run: no room.",
+        "make room on that mount or pick another folder, then run `clustereval debug fs` again")
 
 
 def test_no_shared_filesystem_is_a_kind_the_section_words_and_links():

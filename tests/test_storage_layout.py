@@ -55,8 +55,8 @@ AREA = ScratchArea(node="n0", mount="/x", path="/x/u/cluster-eval-s", trash_root
 
 @pytest.mark.parametrize("fstype,source,tools,summary", [
     ("lustre", "10.0.0.1@tcp:/fs", [["lfs", "df", "-h", "/x"], ["lfs", "getstripe", "-d", "/x/u/cluster-eval-s/fio-test"]],
-     "progressive default layout, stripe count 1 up to 1 GiB, 4 up to 4 GiB, every OST beyond (`lfs getstripe -d`); "
-     "2 OSTs (object storage targets, `lfs df -h`)"),
+     "progressive default layout, stripe count 1 up to 1 GiB, stripe count 4 up to 4 GiB, stripe count every OST "
+     "(object storage target) beyond (`lfs getstripe -d`); 2 OSTs (`lfs df -h`)"),
     ("gpfs", "/dev/fs0", [["mmlsfs", "fs0"], ["mmlsdisk", "fs0"]],
      "block size 4 MiB (`mmlsfs`), 3 data disks of 4 (`mmlsdisk`)"),
     ("beegfs", "beegfs_nodev", [["beegfs-ctl", "--getentryinfo", "/x/u/cluster-eval-s/fio-test"]],

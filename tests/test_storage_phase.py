@@ -246,3 +246,51 @@ def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
         gap = say(gap)
         assert "is a tmpfs (memory, not a disk)" in gap.text and "local_scratch" in gap.plan
         assert rec.local is None and os.listdir(ram) == []
+
+
+
+def _running_in(folder: Path) -> list[str]:
+    """Command lines of the processes whose arguments name ``folder`` (this test's fio stand-in)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in cmdline and int(entry.name) != os.getpid():
+            found.append(cmdline.strip())
+    return found
+
+
+def test_a_stopped_run_leaves_no_job_behind_even_one_that_ignores_sigint(tmp_path):
+    """fio forks a process per job, each in a session of its own; one that does not end on SIGINT (a
+    job still setting up, stuck in its file layout) must not outlive the stop. A stand-in for fio whose
+    parent and forked job (same command line, as fio's jobs have) both ignore SIGINT: the stop finds
+    both by the run's folder and kills them after the grace."""
+    import threading
+
+    fake = tmp_path / "fio"
+    fake.write_text("#!/bin/sh\n"
+                    "[ \"$1\" = --version ] && { echo fio-3.33; exit 0; }\n"
+                    "trap '' INT\n"
+                    "( while :; do sleep 0.2; done ) &\n"  # the forked job: a fork, the same command line
+                    "while :; do sleep 0.2; done\n")
+    fake.chmod(0o755)
+    ctx = make_ctx(tmp_path, local=tmp_path / "local")
+    phase = StoragePhase(small_storage(fio=str(fake), file_sizes=(16 * 2**10,), stop_grace_s=0.5))
+    got = {}
+    runner = threading.Thread(target=lambda: got.setdefault("rec", phase.run(ctx)), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len([c for c in _running_in(tmp_path / "local") if "fio" in c]) < 2:
+        time.sleep(0.1)
+    assert len(_running_in(tmp_path / "local")) >= 2, "the run never started"  # the parent and its job
+    ctx.stop.set()  # the first Ctrl-C
+    runner.join(60)
+    assert not runner.is_alive()
+    assert _running_in(tmp_path / "local") == []
+    assert got["rec"].local.cells[-1].error == "interrupted"
+    scratch_for(ctx).cleanup(ctx.nodes)
+    assert files_outside_trash(tmp_path / "local") == []

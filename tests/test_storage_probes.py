@@ -35,7 +35,7 @@ def test_lustre_summary_names_stripe_count_and_osts(fixtures):
     text = lustre_summary(df, p.parse_lfs_getstripe(read(fixtures, "lfs/getstripe-d-handwritten.txt")))
     assert text == "default stripe count 1, stripe size 1 MiB (`lfs getstripe -d`); 2 OSTs (object storage targets, `lfs df -h`)"
     pfl = lustre_summary(df, p.parse_lfs_getstripe(read(fixtures, "lfs/getstripe-d-pfl-handwritten.txt")))
-    assert "1 up to 1 GiB, 4 up to 4 GiB, every OST beyond" in pfl
+    assert "1 up to 1 GiB, stripe count 4 up to 4 GiB, stripe count every OST (object storage target) beyond" in pfl
 
 
 def test_gpfs(fixtures):

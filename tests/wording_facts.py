@@ -123,7 +123,8 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
                               "index_kind": ["default", "pytorch"], "newest": ["2.15.0", "2.10.0"],
                               "spec": [["torch"], ["torch==2.9.1"]]},
     "packages.missing": {"binary": ["fio", "ibstat", "rdma", "dcgmi", "pdsh"],
-                         "apt": ["fio", "infiniband-diags", "iproute2"], "dnf": ["fio", "iproute"],
+                         # a package named like a tool only beside that tool (the text links it first)
+                         "apt": ["infiniband-diags", "fio", "iproute2"], "dnf": ["iproute", "fio"],
                          "enabled": [True, False]},
     "environment.driver-silent": {"label": NODES, "rc": RCS, "error": ["", *ERRORS[:4],
                                   "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."]},

@@ -12,6 +12,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
+from clustereval.analysis.quoting import quoted_line
 from clustereval.probes._text import last_line
 from clustereval.records.network import RendezvousPlan, RendezvousProbe
 
@@ -147,8 +148,7 @@ def classify_failure(outputs: dict[str, str], probes: list[RendezvousProbe], pla
     owner_probe = probes[0] if probes else None
     if not rendezvous_trouble(outputs):
         culprit = next((n for n, t in outputs.items() if last_error_line(t)), owner)
-        return OTHER, (f"the launch failed after the rendezvous on {culprit}: "
-                       f"{last_error_line(outputs.get(culprit, '')) or 'no output'}")
+        return OTHER, f"the launch failed after the rendezvous on {culprit}: {_quoted(outputs.get(culprit, ''))}"
     # 1. nobody hosts the store
     if _ADDR_IN_USE.search(owner_text) or port_bind_error:
         why = port_bind_error or "address already in use"
@@ -182,10 +182,16 @@ def classify_failure(outputs: dict[str, str], probes: list[RendezvousProbe], pla
                    else "a hostname instead of an IP; `--local_addr <ip>` on every node fixes it")
             return UNRESOLVABLE_MASTER, (f"workers on {node} could not resolve the master address the rendezvous "
                                          f"advertised ({fix})")
-    return OTHER, f"the rendezvous at {endpoint} did not complete: {last_error_line(owner_text) or 'no output'}"
+    return OTHER, f"the rendezvous at {endpoint} did not complete: {_quoted(owner_text)}"
 
 
-RESUME = "then re-run with `clustereval run --resume RUN_DIR`"
+def _quoted(text: str) -> str:
+    """The telling error line of a launcher's output as the report quotes it, or "no output"."""
+    line = last_error_line(text)
+    return quoted_line(line) if line else "no output"
+
+
+RESUME = "then run `clustereval run --resume RUN_DIR`"
 
 
 def fix_for(diagnosis: str, plan: RendezvousPlan) -> str:

@@ -93,6 +93,18 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
         rec.unresolved = list(screen.unresolved)
     else:
         _, _, rec.num_rounds = st.run_round_robin(names, measure, threshold_pct)
+    judge_pairs(rec, results, names, joined, screen.stragglers if use_screen else None)
+    rec.wall_seconds = round(time.monotonic() - t0, 1)
+    return rec
+
+
+def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str], joined: set[str],
+                stragglers: list[str] | None = None) -> None:
+    """Fill ``rec`` from every pair's samples: the judgement (``analysis.stragglers.judge``), each pair's
+    median and verdict, the suspects, the stragglers (``stragglers``: the screening's names; None:
+    the judgement's), the nodes that joined no pair, and a Gap for each failed pair and for a hunt
+    that could not judge. ``names``: every node of the hunt; ``joined``: those whose workers started."""
+    threshold_pct, phase = rec.threshold_pct, rec.phase
     samples_by_pair = {st.key(r.a, r.b): r.samples_gb_s for r in results}
     verdict = st.judge(samples_by_pair, threshold_pct)
     rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
@@ -109,7 +121,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
     rec.suspects = [NodeSuspect(node=s.node, slow_pairs=s.slow_pairs, pairs=s.pairs, share=round(s.share, 4),
                                 mean_busbw_gb_s=round(s.mean_busbw_gb_s, 3), failed_pairs=s.failed_pairs)
                     for s in verdict.suspects]
-    rec.stragglers = screen.stragglers if use_screen else verdict.stragglers
+    rec.stragglers = list(stragglers) if stragglers is not None else verdict.stragglers
     rec.not_joined = [n for n in names if n not in joined] if any(r.error for r in results) else []
     failed = [r for r in results if r.busbw_gb_s is None]
     if failed:
@@ -119,8 +131,6 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
         if not rec.judged:
             rec.gaps.append(Gap(phase=phase, kind="pairwise.not-judged",
                                 facts={"why": rec.why_not_judged, "not_joined": list(rec.not_joined)}))
-    rec.wall_seconds = round(time.monotonic() - t0, 1)
-    return rec
 
 
 class PairwisePhase:

@@ -338,6 +338,8 @@ class StorageSettings:
     """One short command on the node (``fio --version``, ``df``, ``mkdir``), in seconds."""
     stop_timeout_s: float = 30.0
     """Stopping a running fio (Ctrl-C), in seconds."""
+    stop_grace_s: float = 5.0
+    """How long a stopped fio run has to end after SIGINT before its processes are killed, in seconds."""
     layout_timeout_s: float = 120.0
     """One layout command of a parallel FS (``lfs``, ``mmlsfs``, ``beegfs-ctl``, ``nfsstat``), seconds."""
     concurrent_timeout_s: float = 3600.0
@@ -348,6 +350,10 @@ class StorageSettings:
         if self.fio_ramp_s < 0:
             raise UsageError(f"StorageSettings.fio_ramp_s must be >= 0, not {self.fio_ramp_s!r}",
                              "e.g. StorageSettings(fio_ramp_s=2)")
+        if self.stop_grace_s >= self.stop_timeout_s:
+            raise UsageError(f"StorageSettings.stop_grace_s ({self.stop_grace_s!r}) must be below stop_timeout_s "
+                             f"({self.stop_timeout_s!r}): the stop kills the run after the grace, within the timeout",
+                             "e.g. StorageSettings(stop_grace_s=5, stop_timeout_s=30)")
         if not self.file_sizes or any(size <= 0 for size in self.file_sizes):
             raise UsageError(f"StorageSettings.file_sizes must be one or more sizes > 0, not {self.file_sizes!r}",
                              "e.g. StorageSettings(file_sizes=(16 * 2**10, 2**20, 2**30))")

@@ -43,9 +43,34 @@ MEMORY_FSTYPES = {"tmpfs", "ramfs"}  # a /tmp there measures RAM, not the local 
 # the code that ran fio and read its output, for the report to link (``publish_tools``)
 STORAGE_TOOLS = ("clustereval.phases.storage", "clustereval.probes.fio")
 
-# exec keeps the pid: the pidfile lets the phase stop fio on any transport
-_WITH_PIDFILE = 'echo $$ > "$0"; exec "$@"'
-_STOP_BY_PIDFILE = '[ -f "$0" ] && kill -INT "$(cat "$0")" 2>/dev/null; exit 0'
+# fio forks one process per job and each job starts a session of its own, so neither fio's pid nor a
+# process group reaches them; every one of them carries the run's own `--directory=<workdir>`. The stop
+# finds the processes of that command line and that name ("$0": the folder, "$2": the process name),
+# sends SIGINT (fio ends its jobs), then SIGKILL once "$1" hundredths of a second have passed by the
+# node's clock (/proc/uptime: a loaded node slows the polling, not the grace), and returns only when none
+# is left.
+_STOP_RUN = r"""
+dir=$0 grace=$1 name=$2
+find_run() {
+  pids=""
+  for f in $(grep -lzxF -e "--directory=$dir" /proc/[0-9]*/cmdline 2>/dev/null); do
+    p=${f#/proc/}; p=${p%/cmdline}; c=""
+    { IFS= read -r c < "/proc/$p/comm"; } 2>/dev/null
+    [ "$c" = "$name" ] && pids="$pids $p"
+  done
+}
+centis() { read -r up _ < /proc/uptime; c=${up%.*}${up#*.}; }
+find_run
+[ -n "$pids" ] || exit 0
+kill -INT $pids 2>/dev/null
+centis; until=$((c + grace))
+while :; do
+  sleep 0.1; find_run
+  [ -n "$pids" ] || exit 0
+  centis; [ "$c" -ge "$until" ] && kill -KILL $pids 2>/dev/null
+done
+"""
+RESTOP_EVERY_S = 2.0  # a stop that came before fio started found nothing: it is sent again this often
 
 
 class StoragePhase:
@@ -239,7 +264,6 @@ class StoragePhase:
                  rw: str, left_s: float, after_s: float = 0.0) -> FioCell:
         runtime, ramp = self.settings.fio_runtime_s, self.settings.fio_ramp_s
         argv = fio_probe.fio_argv(workdir, size, rw, runtime, fio=self.fio, ramp_s=ramp)
-        pidfile = posixpath.join(area.path, "fio.pid")
         cell = FioCell(file_size_bytes=size, rw=rw, argv=argv)
         result: dict[str, CommandResult | BaseException] = {}
         # bounded by the work: a 16 KiB run on a hung mount is given up in minutes, not hours
@@ -248,8 +272,7 @@ class StoragePhase:
 
         def target() -> None:
             try:
-                result["res"] = ctx.transport.run(node, ["sh", "-c", _WITH_PIDFILE, pidfile, *argv],
-                                                  timeout_s=limit_s)
+                result["res"] = ctx.transport.run(node, argv, timeout_s=limit_s)
             except BaseException as exc:  # noqa: BLE001 - handed to the phase's thread below
                 result["exc"] = exc
 
@@ -257,23 +280,29 @@ class StoragePhase:
         worker = threading.Thread(target=target, name=f"fio-{rw}-{size}", daemon=True)
         worker.start()
         stopped = False
+        last_stop = 0.0
         last_note = t0
         try:
             while worker.is_alive():
                 worker.join(0.2)
-                if ctx.stop.is_set() and not stopped:
+                if ctx.stop.is_set() and worker.is_alive() and time.monotonic() - last_stop >= RESTOP_EVERY_S:
                     stopped = True
-                    self._stop_fio(ctx, node, pidfile)
+                    self._stop_fio(ctx, node, workdir)
+                    last_stop = time.monotonic()
                 if time.monotonic() - last_note >= self.settings.progress_every_s and worker.is_alive():
                     last_note = time.monotonic()
                     spent = last_note - t0
                     ctx.progress(self.name, node.name, f"fio {iec_whole(size)} {rw} on {mount}: "
                                                        f"{spent:.0f} s in", max(left_s - spent, after_s))
         except KeyboardInterrupt:  # the second Ctrl-C: stop fio and go, within seconds
-            self._stop_fio(ctx, node, pidfile)
-            worker.join(5)
+            self._stop_until_done(ctx, node, workdir, worker)
             raise
         cell.seconds = round(time.monotonic() - t0, 1)
+        res_seen = result.get("res")
+        if stopped or ctx.stop.is_set() or (isinstance(res_seen, CommandResult) and res_seen.timed_out):
+            # a run stopped or past its time leaves nothing behind: jobs that outlived their parent (a
+            # timeout kills only the parent) go now, before the run's folder goes to trash
+            self._stop_fio(ctx, node, workdir)
         if "exc" in result:
             exc = result["exc"]
             if isinstance(exc, ClusterEvalError):
@@ -312,11 +341,25 @@ class StoragePhase:
         cell.runtime_ms = summary.runtime_ms
         return cell
 
-    def _stop_fio(self, ctx: RunContext, node: Node, pidfile: str) -> None:
+    def _stop_fio(self, ctx: RunContext, node: Node, workdir: str) -> None:
+        """Stop the fio run in ``workdir``, its parent and every job, and wait until none of it is left."""
+        centis = str(max(1, round(self.settings.stop_grace_s * 100)))
+        name = posixpath.basename(self.fio)[:15]  # the kernel's process name: at most 15 characters
         try:
-            ctx.transport.run(node, ["sh", "-c", _STOP_BY_PIDFILE, pidfile], timeout_s=self.settings.stop_timeout_s)
+            ctx.transport.run(node, ["sh", "-c", _STOP_RUN, workdir, centis, name],
+                              timeout_s=self.settings.stop_timeout_s)
         except TransportError:
             pass  # the node is gone; fio goes with it
+
+    def _stop_until_done(self, ctx: RunContext, node: Node, workdir: str, worker: threading.Thread) -> None:
+        """Stop fio until the command that runs it has ended: a stop that came before fio started found
+        nothing to stop, and the next one finds it."""
+        deadline = time.monotonic() + self.settings.stop_timeout_s
+        while True:
+            self._stop_fio(ctx, node, workdir)
+            worker.join(1.0)
+            if not worker.is_alive() or time.monotonic() >= deadline:
+                return
 
     # -- concurrent write ----------------------------------------------------------------------
     def _concurrent_write(self, ctx: RunContext, scratch: Scratch, mount: str, row: probe.DfRow | None,
@@ -514,23 +557,33 @@ def capture_layout(ctx: RunContext, node: Node, scan: MountScan, area: ScratchAr
 
 
 def lustre_summary(df: probe.LustreDf, comps: list[probe.StripeComponent]) -> str:
+    """The layout in one sentence; OST is expanded where it first appears, every stripe count labelled."""
+    expanded = False
+
+    def every_ost() -> str:
+        nonlocal expanded
+        first, expanded = not expanded, True
+        return "every OST (object storage target)" if first else "every OST"
+
+    def count(c: probe.StripeComponent) -> str:
+        return every_ost() if c.stripe_count == -1 else str(c.stripe_count)
+
     parts = []
     if comps and len(comps) == 1:
         c = comps[0]
-        count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
-        parts.append(f"default stripe count {count}, stripe size {iec_whole(c.stripe_size_bytes)} "
+        parts.append(f"default stripe count {count(c)}, stripe size {iec_whole(c.stripe_size_bytes)} "
                      "(`lfs getstripe -d`)")
     elif comps:
         steps = []
         for c in comps:
-            count = "every OST" if c.stripe_count == -1 else str(c.stripe_count)
             end = c.extent_end
             limit = "beyond" if end in ("EOF", "-1", "") else f"up to {iec_whole(int(end))}" \
                 if end.isdigit() else f"up to {end}"
-            steps.append(f"{count} {limit}")
-        parts.append("progressive default layout, stripe count " + ", ".join(steps) + " (`lfs getstripe -d`)")
+            steps.append(f"stripe count {count(c)} {limit}")
+        parts.append("progressive default layout, " + ", ".join(steps) + " (`lfs getstripe -d`)")
     if df.num_osts:
-        parts.append(f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
+        parts.append(f"{df.num_osts} OSTs (`lfs df -h`)" if expanded
+                     else f"{df.num_osts} OSTs (object storage targets, `lfs df -h`)")
     return "; ".join(parts)
 
 

@@ -16,6 +16,7 @@ from clustereval.records.network import (
     PairwiseRecord,
     Sweep,
 )
+from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.network_plots import pairwise_png, sweep_plot_path, sweeps_png
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
@@ -443,7 +444,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
         doc.table(headers, rows, "llrrrr" + ("r" if ref else "") + "l")
     if failed:
         doc.para("Pairs that did not complete (counted neither slow nor fast): "
-                 + "; ".join(f"{node_label(view, p.a)} + {node_label(view, p.b)} ({p.error or 'no result'})"
+                 + "; ".join(f"{node_label(view, p.a)} + {node_label(view, p.b)} ({raw_output(p.error, 'no result')})"
                              for p in failed) + ".")
     if pw.stragglers:
         doc.para("Stragglers (every sample of their pairs below the limit): "
@@ -492,7 +493,7 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
                 launches.append((f"{s.scope} all-reduce benchmark", s.launch))
     seen = set()
     for what, info in launches:
-        why = info.diagnosis_text or info.error or "the launch failed"
+        why = info.diagnosis_text or raw_output(info.error, "the launch failed")
         if why in seen:
             continue
         seen.add(why)

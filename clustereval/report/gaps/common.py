@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from clustereval.analysis.quoting import quoted_line
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
 
@@ -57,8 +58,7 @@ def raw_output(line: str, fallback: str) -> str:
     A path into an interpreter's environment is left out: how the eval ran is not a report field."""
     if not line:
         return fallback
-    line = re.sub(r"(?<![\w])/[^\s'\"`:,)]*(venv|site-packages|virtualenv)[^\s'\"`:,)]*", "a path on the node", line)
-    return link_tools(f"`{line.replace('`', chr(39))}`")
+    return link_tools(quoted_line(line))
 
 
 def status_words(rc: object) -> str:

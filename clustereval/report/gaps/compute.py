@@ -5,9 +5,9 @@ from __future__ import annotations
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import LEMON, MSMF, NO_GPU_PLAN, no_gpu_reason, raw_output
+from clustereval.report.gaps.common import LEMON, MSMF, NO_GPU_PLAN, link_tools, no_gpu_reason, raw_output
 
-RERUN_PLAN = "re-run with `clustereval run --resume RUN_DIR`"
+RERUN_PLAN = "run `clustereval run --resume RUN_DIR`"
 
 
 def dcgm_install_plan(os_line: str, cuda: str) -> str:
@@ -61,7 +61,7 @@ def _diag(g: Gap) -> tuple[str, str]:
     why = (f"timed out after {f['timeout_min']:g} min" if f.get("timeout_min")
            else raw_output(f.get("output", ""), "no output"))
     return (f"[`dcgmi diag -r {f['level']}`]({DIAG_URL}) did not complete on {g.node} ({why}).",
-            f"read the log in the raw folder, fix what it names (privileges, other DCGM clients), and {RERUN_PLAN}")
+            f"read the log in the raw folder, fix what it names (privileges, other clients of the GPU diagnostics), and {RERUN_PLAN}")
 
 
 @wording("matmul.node-without-gpu")
@@ -72,9 +72,9 @@ def _node_without_gpu(g: Gap) -> tuple[str, str]:
 
 # -- the matmul pass and lemon GEMM (phases/matmul.py, phases/lemon.py) ----------------------
 
-BUSY_PLAN = ("find out whose processes these are and re-run the pass when the GPUs are free "
+BUSY_PLAN = ("find out whose processes these are and, once the GPUs are free, run the pass again "
              "(`clustereval run --resume RUN_DIR`)")
-WORKER_LOG_PLAN = ("read the worker log in the raw folder, fix the cause and re-run with "
+WORKER_LOG_PLAN = ("read the worker log in the raw folder, fix the cause and run "
                    "`clustereval run --resume RUN_DIR`")
 
 
@@ -104,7 +104,7 @@ def _matmul_busy(g: Gap) -> tuple[str, str]:
 def _matmul_load_failed(g: Gap) -> tuple[str, str]:
     return (f"The GPU performance pass on {g.node} stopped before gpu{g.facts['gpu']}'s measurement: "
             f"{load_not_started(g.facts)}.",
-            "read the load logs in the raw folder, fix the cause and re-run with `clustereval run --resume RUN_DIR`")
+            "read the load logs in the raw folder, fix the cause and run `clustereval run --resume RUN_DIR`")
 
 
 @wording("matmul.search-not-started")
@@ -126,13 +126,14 @@ def _no_msmf_shape(g: Gap) -> tuple[str, str]:
     rest = " to time the other GPUs at" if f.get("siblings") else ""
     return (f"No matmul shape held gpu{f['gpu']} of {g.node} at its power limit when pinned{suspects}, "
             f"so there is no {MSMF} shape{rest}.",
-            "check the power limit and cooling (`nvidia-smi -q -d POWER,PERFORMANCE`) and re-run")
+            link_tools("check the power limit and cooling (the power and performance pages of `nvidia-smi -q` on the "
+                       "node), then run `clustereval run --resume RUN_DIR`"))
 
 
 @wording("matmul.wrong-python")
 def _wrong_python(g: Gap) -> tuple[str, str]:
     return (f"The matmul worker did not run on the eval Python ({g.facts['why']}).",
-            "check the launcher's PATH and re-run with `clustereval run --resume RUN_DIR`")
+            "check the launcher's PATH and run `clustereval run --resume RUN_DIR`")
 
 
 @wording("matmul.idle-siblings-twice")
@@ -140,7 +141,8 @@ def _idle_twice(g: Gap) -> tuple[str, str]:
     idle = ", ".join(f"gpu{i}" for i in g.facts["idle"])
     return (f"The worker saw idle siblings twice while measuring `{g.facts['label']}` ({idle} stopped computing), "
             f"so its {MSMF} reads high.",
-            "check what stopped the siblings' matmul in the load logs in the raw folder and re-run")
+            "check what stopped the siblings' matmul in the load logs in the raw folder, then run "
+            "`clustereval run --resume RUN_DIR`")
 
 
 @wording("matmul.gpu-failed-twice")
@@ -160,7 +162,7 @@ def _lemon_gpu_dead(g: Gap) -> tuple[str, str]:
     # the Gap names no node (phases/lemon.py); the node is a fact
     return (f"gpu{g.facts['gpu']} of {g.facts['node']} gave no {LEMON} result "
             f"({raw_output(g.facts['error'], 'no output')}).",
-            "drain the GPU and ask the provider to replace it, or re-run to confirm")
+            "drain the GPU and ask the provider to replace it, or run `clustereval run --resume RUN_DIR` to confirm it")
 
 
 # -- a GPU phase on a cluster whose environment record shows no GPU (analysis/gpus.py) ---------
@@ -172,6 +174,6 @@ def _gpu_not_visible(g: Gap) -> tuple[str, str]:
     names = ", ".join(f"`{name}`" for name, _ in nodes) or "the nodes"
     return (f"{what[:1].upper() + what[1:]} did not run: no NVIDIA GPU was visible on {names} "
             f"({'; '.join(reasons)}).",
-            "run clustereval on the GPU nodes, or make the GPUs visible where it ran (the NVIDIA driver loaded, "
-            "`nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept as-is for a "
-            "CPU-only evaluation")
+            link_tools("run clustereval on the GPU nodes, or make the GPUs visible where it ran (the NVIDIA driver "
+                       "loaded, `nvidia-smi` on PATH, the `/dev/nvidia*` devices passed into the container); or accept "
+                       "as-is for a CPU-only evaluation"))

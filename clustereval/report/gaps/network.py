@@ -45,7 +45,8 @@ def _launch_failed(g: Gap) -> tuple[str, str]:
 @wording("network.wrong-interpreter")
 def _wrong_interpreter(g: Gap) -> tuple[str, str]:
     return (f"A worker did not run on the eval Python: {raw_output(no_paths(g.facts['problem']), 'another interpreter')}.",
-            "make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then re-run")
+            "make the nodes' eval Python the interpreter torchrun starts (see the Eval Python gap), then run "
+            "`clustereval run --resume RUN_DIR`")
 
 
 @wording("network.wrong-sum")
@@ -70,7 +71,7 @@ def _inter_sweep_failed(g: Gap) -> tuple[str, str]:
 def _pair_failed(g: Gap) -> tuple[str, str]:
     f = g.facts
     return (f"The pair {f['a']} + {f['b']} did not complete ({raw_output(f['error'], 'no error')}).",
-            "read the pair's launch log in the raw folder, fix the cause and re-run `clustereval pairwise`")
+            "read the pair's launch log in the raw folder, fix the cause and run `clustereval pairwise` again")
 
 
 @wording("pairwise.not-judged")
@@ -78,4 +79,4 @@ def _not_judged(g: Gap) -> tuple[str, str]:
     f = g.facts
     who = f"; {', '.join(f['not_joined'])} joined no pair" if f.get("not_joined") else ""
     return (f"No straggler was judged: {f['why']}{who}. This is a launcher problem, not a verdict on the fabric.",
-            "fix the launch (see the pairs' errors above), then re-run `clustereval pairwise`")
+            "fix the launch (see the pairs' errors above), then run `clustereval pairwise` again")

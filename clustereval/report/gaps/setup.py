@@ -9,7 +9,7 @@ from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.probes.fio import FIO_URL
 from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
-from clustereval.report.gaps.common import no_paths, raw_output, status_words
+from clustereval.report.gaps.common import link_tools, no_paths, raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
 from clustereval.report.units import short_list
 
@@ -60,7 +60,7 @@ def _path_unusable(g: Gap) -> tuple[str, str]:
     why = g.facts["problem"]  # the probe's words: "does not exist", "is not writable by the eval user"
     return (f"On {g.node}, `{path}` ({key} in cluster.toml) {why}; clustereval never creates or benchmarks a "
             "configured path that is not there.",
-            f"create or mount {path} on {g.node} (writable by the eval user), or fix {key} in cluster.toml")
+            f"create or mount `{path}` on {g.node} (writable by the eval user), or fix {key} in cluster.toml")
 
 
 def _each_node(nodes: list[list[str]]) -> str:
@@ -233,7 +233,7 @@ FALLBACKS = {
 }
 DCGM_PLAN = ("add NVIDIA's CUDA repository (the `cuda-keyring` package) on the node, then "
              "`apt-get install -y --install-recommends datacenter-gpu-manager-4-cuda<CUDA major>` "
-             "(dnf: the same package name), and re-run `clustereval run --phases health`")
+             "(dnf: the same package name), then run `clustereval run --phases health`")
 
 
 @wording("packages.missing")
@@ -256,8 +256,8 @@ def _driver_silent(g: Gap) -> tuple[str, str]:
     f = g.facts
     error = raw_output(f["error"], "exit " + status_words(f["rc"]))
     return (f"The NVIDIA driver on `{f['label']}` did not answer ({error}), so its GPUs are not in the inventory.",
-            "check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall usually fixes it), then "
-            "`clustereval run --resume RUN_DIR`; or drop the node")
+            link_tools("check the driver with `nvidia-smi` on that node (a reboot or a driver reinstall usually "
+                       "fixes it), then run `clustereval run --resume RUN_DIR`; or drop the node"))
 
 
 @wording("environment.required-missing")

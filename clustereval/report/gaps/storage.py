@@ -67,7 +67,7 @@ def _layout_unreadable(g: Gap) -> tuple[str, str]:
 
 @wording("storage.scan-refused")
 def _scan_refused(g: Gap) -> tuple[str, str]:
-    return _refused(g, "The IO benchmark of", "fix the path and re-run the storage phase")
+    return _refused(g, "The IO benchmark of", "fix the path, then run `clustereval run --resume RUN_DIR` so the scan runs")
 
 
 @wording("storage.fio-run-failed")
@@ -75,14 +75,14 @@ def _fio_run_failed(g: Gap) -> tuple[str, str]:
     """One fio run without figures; the storage phase and `debug fs` record it alike (``fio_cell_gaps``)."""
     f = g.facts
     plan = ("read the raw fio output in the run folder" if g.phase == "debug-fs"
-            else "read the raw fio output, fix the cause, re-run the storage phase")
+            else "read the raw fio output, fix the cause, then run `clustereval run --resume RUN_DIR`")
     return (f"{FIO} has no {iec_whole(f['size'])} {f['rw']} figures for `{f['path']}`: "
             f"{raw_output(f['error'], 'no error was printed')}.", plan)
 
 
 @wording("storage.concurrent-refused")
 def _concurrent_refused(g: Gap) -> tuple[str, str]:
-    return _refused(g, "The concurrent write to", "fix the path and re-run the storage phase")
+    return _refused(g, "The concurrent write to", "fix the path, then run `clustereval run --resume RUN_DIR` so the write runs")
 
 
 @wording("storage.concurrent-node-failed")
@@ -91,7 +91,7 @@ def _concurrent_node_failed(g: Gap) -> tuple[str, str]:
     why = (f"{DD} exited with {status_words(f['rc'])} ({raw_output(f.get('output', ''), 'and printed nothing')})"
            if "rc" in f else f"{DD} failed ({raw_output(f['error'], 'no error was printed')})")
     return (f"{g.node} did not finish the concurrent write to `{f['path']}`: {why}.",
-            "check the node and the mount, then re-run the storage phase")
+            "check the node and the mount, then run `clustereval run --resume RUN_DIR`")
 
 
 @wording("storage.no-shared")
@@ -122,4 +122,4 @@ def _debug_fio_missing(g: Gap) -> tuple[str, str]:
 
 @wording("debugfs.scan-refused")
 def _debug_scan_refused(g: Gap) -> tuple[str, str]:
-    return _refused(g, "The quick scan of", "free space or pick another folder, then run it again")
+    return _refused(g, "The quick scan of", f"make room on that mount or pick another folder, then run {RERUN_DEBUG_FS} again")
