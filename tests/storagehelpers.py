@@ -72,3 +72,20 @@ def tmpfs(path: Path, size: str = "8m", readonly: bool = False):
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def processes_naming(path: Path) -> list[tuple[str, str]]:
+    """(name, command line) of the processes still running whose arguments name ``path``: a test's
+    own fio and run, never another test's (their folders differ), never this process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if str(path) in cmdline and int(entry.name) != os.getpid():
+            found.append((name, cmdline.strip()))
+    return found

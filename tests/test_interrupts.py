@@ -14,25 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.storagehelpers import files_outside_trash
+from tests.storagehelpers import files_outside_trash, processes_naming
 from tests.test_storage_phase import start_storage_run
-
-
-def _processes_under(path: Path) -> list[tuple[str, str]]:
-    """(name, command line) of the processes still running whose arguments name ``path``: this
-    test's fio and the run itself, never another test's."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            name = (entry / "comm").read_text().strip()
-        except OSError:
-            continue
-        if str(path) in cmdline and int(entry.name) != os.getpid():
-            found.append((name, cmdline.strip()))
-    return found
 
 
 @pytest.mark.parametrize("presses", [1, 2])
@@ -41,7 +24,7 @@ def test_ctrl_c_during_fio_exits_130_with_a_lint_clean_partial_report_and_nothin
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        if any(name == "fio" for name, _ in _processes_under(tmp_path / "local")):
+        if any(name == "fio" for name, _ in processes_naming(tmp_path / "local")):
             break
     else:
         proc.kill()
@@ -66,7 +49,7 @@ def test_ctrl_c_during_fio_exits_130_with_a_lint_clean_partial_report_and_nothin
     assert "interrupted" in reports[0].read_text()
     lint = run_cli("lint", str(reports[0]))
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    assert _processes_under(tmp_path) == []
+    assert processes_naming(tmp_path) == []
     assert files_outside_trash(tmp_path / "local", tmp_path / "shared") == []
     assert users.exists()
 

@@ -24,6 +24,7 @@ from tests.storagehelpers import (
     files_outside_trash,
     make_ctx,
     needs_fio,
+    processes_naming,
     small_storage,
     tmpfs,
 )
@@ -251,17 +252,7 @@ def test_a_local_scratch_on_tmpfs_is_not_taken_for_the_local_disk(tmp_path):
 
 def _running_in(folder: Path) -> list[str]:
     """Command lines of the processes whose arguments name ``folder`` (this test's fio stand-in)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(folder) in cmdline and int(entry.name) != os.getpid():
-            found.append(cmdline.strip())
-    return found
+    return [cmdline for _, cmdline in processes_naming(folder)]
 
 
 def test_a_stopped_run_leaves_no_job_behind_even_one_that_ignores_sigint(tmp_path):
