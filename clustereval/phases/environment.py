@@ -103,9 +103,10 @@ class EnvironmentPhase:
         commands = [batch.BatchCommand(t, tuple(TOOLS[t]()), TIMEOUT_S.get(t, DEFAULT_TIMEOUT_S)) for t in tools]
         limit_s = max(c.timeout_s for c in commands) + batch.KILL_GRACE_S + 10
         res = ctx.repeatable.run(node, batch.build_argv(commands, token), timeout_s=limit_s)
+        by_name = {c.name: c for c in commands}
         got = {}
         for name, r in batch.parse(commands, res.stdout, token).items():
-            cmd = next(c for c in commands if c.name == name)
+            cmd = by_name[name]
             timed_out = r.rc in (124, 137)
             got[name] = CommandResult(node=node.name, argv=list(cmd.argv), rc=r.rc, stdout=r.stdout,
                                       stderr=r.stderr + (f"\ntimed out after {cmd.timeout_s:.0f} s" if timed_out else ""),

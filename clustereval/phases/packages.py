@@ -74,7 +74,8 @@ class PackagesPhase:
 
     def run(self, ctx: RunContext) -> PackagesRecord:
         record = PackagesRecord(enabled=ctx.config.install_packages)
-        steps = each_node(ctx, self.name, "the host packages check", ctx.nodes, lambda n: self._node(ctx, n),
+        wanted = self._wanted(ctx)  # read once for every node
+        steps = each_node(ctx, self.name, "the host packages check", ctx.nodes, lambda n: self._node(ctx, n, wanted),
                           what="the package probe and installs")
         record.nodes = [s.value if s.value is not None else
                         NodePackages(node=s.node.name, errors=[s.error.message if s.error else "no answer"])
@@ -103,7 +104,7 @@ class PackagesPhase:
         wanted = {p for p in passes if not planned or p in planned}
         return wanted - set(ctx.config.skip)
 
-    def _node(self, ctx: RunContext, node: Node) -> NodePackages:
+    def _node(self, ctx: RunContext, node: Node, wanted: set[str]) -> NodePackages:
         out = NodePackages(node=node.name)
         # a sub-second probe; the margin is for a saturated node or exec path (kubectl exec through the API
         # server), where 30 s once ran out and a healthy node was reported partial
@@ -111,7 +112,6 @@ class PackagesPhase:
         have, uid, cuda = parse_probe(probe.stdout)
         # absent hardware is not a Gap: no driver, no DCGM wanted; no RDMA adapter, no adapter tools wanted
         # a pass the operator left out needs nothing either (no DCGM wanted when health is skipped)
-        wanted = self._wanted(ctx)
         needed = [n for n in NEEDS if ("nvidia-smi" in have or not n.gpu_only)
                   and ("rdma-adapter" in have or not n.adapter_only)
                   and (not n.for_pass or n.for_pass in wanted)]

@@ -279,14 +279,12 @@ class StoragePhase:
         t0 = time.monotonic()
         worker = threading.Thread(target=target, name=f"fio-{rw}-{size}", daemon=True)
         worker.start()
-        stopped = False
         last_stop = 0.0
         last_note = t0
         try:
             while worker.is_alive():
                 worker.join(0.2)
                 if ctx.stop.is_set() and worker.is_alive() and time.monotonic() - last_stop >= RESTOP_EVERY_S:
-                    stopped = True
                     self._stop_fio(ctx, node, workdir)
                     last_stop = time.monotonic()
                 if time.monotonic() - last_note >= self.settings.progress_every_s and worker.is_alive():
@@ -299,7 +297,7 @@ class StoragePhase:
             raise
         cell.seconds = round(time.monotonic() - t0, 1)
         res_seen = result.get("res")
-        if stopped or ctx.stop.is_set() or (isinstance(res_seen, CommandResult) and res_seen.timed_out):
+        if ctx.stop.is_set() or (isinstance(res_seen, CommandResult) and res_seen.timed_out):
             # a run stopped or past its time leaves nothing behind: jobs that outlived their parent (a
             # timeout kills only the parent) go now, before the run's folder goes to trash
             self._stop_fio(ctx, node, workdir)
@@ -311,7 +309,7 @@ class StoragePhase:
             return cell
         res = result["res"]
         assert isinstance(res, CommandResult)
-        if stopped or ctx.stop.is_set():
+        if ctx.stop.is_set():  # the event is never cleared: set once, it stays set
             # Ctrl-C stopped this run part-way: its output is discarded and the run repeats on --resume
             cell.error = "interrupted"
             ctx.progress(self.name, node.name, f"interrupt: stopped fio {iec_whole(size)} {rw} on {mount}; "

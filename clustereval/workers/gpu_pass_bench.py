@@ -215,15 +215,9 @@ def under_load(torch: Any, device: Any, measured: Callable[[], Any], load: Calla
         loader = threading.Thread(target=run_load)
         loader.start()
         together.wait(timeout=600)
-        for _ in range(LOAD_WARMUP):
-            measured()
-        marks = Marks(torch, device)
-        marks.mark()
-        for _ in range(iters):
-            measured()
-            marks.mark()
+        rate = _rate(torch, device, measured, nbytes, iters, warmup=LOAD_WARMUP)
         loader.join()
-        return rate_of(nbytes, marks.seconds())
+        return rate
 
     def enqueue(gate: Any, streams: list[Any]) -> Marks:
         timed, loaded = streams
