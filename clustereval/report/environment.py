@@ -58,12 +58,16 @@ def _node_tag(n: NodeEnvironment) -> str:
     return f"`{n.hostname or n.node}`(node{n.index})"
 
 
+def _folded(names: list[str]) -> str:
+    """Every node's name; past ``FOLD_NODES``, the first ``FOLD_NODES`` and how many more."""
+    if len(names) <= FOLD_NODES:
+        return ", ".join(names)
+    return ", ".join(names[:FOLD_NODES]) + f" and {plural(len(names) - FOLD_NODES, 'more node')}"
+
+
 def node_tags(nodes: list[NodeEnvironment]) -> str:
-    """Every node's tag; past ``FOLD_NODES``, the first ``FOLD_NODES`` and how many more."""
-    tags = [_node_tag(n) for n in nodes]
-    if len(tags) <= FOLD_NODES:
-        return ", ".join(tags)
-    return ", ".join(tags[:FOLD_NODES]) + f" and {plural(len(tags) - FOLD_NODES, 'more node')}"
+    """Every node's tag, folded past ``FOLD_NODES``."""
+    return _folded([_node_tag(n) for n in nodes])
 
 
 def per_node(nodes: list[NodeEnvironment], value_of: Callable[[NodeEnvironment], str]) -> str:
@@ -101,9 +105,7 @@ def hostname_row(nodes: list[NodeEnvironment]) -> str:
     shared = [(name, members) for name, members in seen.items() if len(members) > 1]
     if shared:
         text += "; the same hostname on more than one node: " + "; ".join(
-            f"`{name}` on {', '.join(f'node{m.index}' for m in members[:FOLD_NODES])}"
-            + (f" and {plural(len(members) - FOLD_NODES, 'more node')}" if len(members) > FOLD_NODES else "")
-            for name, members in shared[:FOLD_NODES])
+            f"`{name}` on {_folded([f'node{m.index}' for m in members])}" for name, members in shared[:FOLD_NODES])
     return text
 
 
