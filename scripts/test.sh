@@ -10,9 +10,10 @@ export PIP_BREAK_SYSTEM_PACKAGES=1
 apt-get update
 # fio: storage tests; openssh-server/-client + iproute2 + util-linux (unshare, mount): the
 # namespace cluster; tar: file copies over SSH; slurm-wlm + munge: the local Slurm cluster;
-# infiniband-diags + rdma-core: what `clustereval run` installs on a node that lacks them
+# infiniband-diags + rdma-core: what `clustereval run` installs on a node that lacks them; tcsh: the
+# login shell of one node of the 4-node bed (tests/test_login_shell.py)
 apt-get install -y --no-install-recommends fio openssh-server openssh-client iproute2 util-linux procps tar \
-    ca-certificates slurm-wlm munge infiniband-diags rdma-core openssl
+    ca-certificates slurm-wlm munge infiniband-diags rdma-core openssl tcsh
 # kubectl: the access = "kubectl" tests run the real client against a stand-in API server; they need
 # 1.31 or newer (WebSocket exec) and skip with the reason on Debian's older kubernetes-client
 if ! command -v kubectl >/dev/null 2>&1; then

@@ -108,6 +108,27 @@ def xdist_groups(items) -> None:
             item.add_marker(pytest.mark.xdist_group(THIS_HOST_PORTS if THIS_HOST_PORTS in together else min(together)))
 
 
+# a test's guessed share of a worker's time, for the order below: a whole run or a bed costs about a
+# minute of the 2 cores, most other tests well under a second
+HEAVY_S, LIGHT_S = 60.0, 0.5
+
+
+def heaviest_first(items) -> None:
+    """Put the units pytest-xdist hands out (an ``xdist_group``, else a single test) in order of their
+    guessed cost, heaviest first: a worker that gets a long unit last would run on alone while the
+    others idle. A unit's cost is the sum of its tests' (``slow`` mark or a bed: HEAVY_S). The sort is
+    stable, so the collection order holds among equals."""
+    def unit(item) -> str:
+        group = item.get_closest_marker("xdist_group")
+        return str(group.args[0]) if group and group.args else item.nodeid
+
+    cost: dict[str, float] = {}
+    for item in items:
+        heavy = item.get_closest_marker("slow") is not None or item.get_closest_marker("netns") is not None
+        cost[unit(item)] = cost.get(unit(item), 0.0) + (HEAVY_S if heavy else LIGHT_S)
+    items.sort(key=lambda item: -cost[unit(item)])
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     xdist_groups(items)
@@ -116,6 +137,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.netns)
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+    heaviest_first(items)
     if has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
