@@ -169,6 +169,11 @@ class NetnsCluster:
             self.node_scratch_dir(node.index).mkdir()
             self._write_node_etc(node)
             _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self._node_dir(node) / "host_ed25519"))
+            # root logs in with sh, which reads no start-up file: what a node runs is what the bed
+            # sets (its PATH, python_dir first), not this machine's ~/.bashrc (a bash login under sshd
+            # reads it, and on a developer machine it may run a version manager's set-up, ~0.5 s and a
+            # shared lock on every command); tests of other login shells set their own
+            self._write_login_passwd(node, "/bin/sh")
             self._write_sshd_config(node)
         for node in self.nodes:
             self.start_sshd(node.index, wait=False)
@@ -300,8 +305,14 @@ class NetnsCluster:
 
     def set_login_shell(self, which: int | str, shell: str) -> None:
         """Give root on one node another login shell (``/usr/bin/tcsh``: the csh family common on HPC
-        sites), as sshd runs it for every command; restarts that node's sshd."""
+        sites; ``/bin/bash``: a login that reads root's ``~/.bashrc``), as sshd runs it for every
+        command; restarts that node's sshd."""
         node = self.node(which)
+        self._write_login_passwd(node, shell)
+        self.kill_sshd(node.index)
+        self.start_sshd(node.index)
+
+    def _write_login_passwd(self, node: TestNode, shell: str) -> None:
         lines = []
         for line in Path("/etc/passwd").read_text().splitlines():
             fields = line.split(":")
@@ -311,8 +322,6 @@ class NetnsCluster:
         passwd = self._node_dir(node) / "passwd"
         passwd.write_text("\n".join(lines) + "\n")
         self._login_passwd[node.index] = passwd
-        self.kill_sshd(node.index)
-        self.start_sshd(node.index)
 
     def give_login(self, which: int | str, *, port: int, user: str) -> None:
         """Make one node answer only on its own sshd ``port``, and know a login ``user`` there (uid 0
@@ -333,16 +342,10 @@ class NetnsCluster:
         """What every command on every node sees: ``python_dir`` first on PATH (its ``python3`` is the
         nodes' own Python; default this test's interpreter, which has torch) and ``env`` (e.g.
         ``PIP_FIND_LINKS``); ``paths``: node index -> the rest of that node's PATH (e.g. a folder from
-        ``conftest.path_without`` where a tool is missing); restarts every sshd.
-
-        With ``python_dir``, every node whose login shell the test did not set gets ``/bin/sh``: a
-        bash login reads root's ``~/.bashrc``, which on a developer machine may put another Python
-        (pyenv's shims) first on PATH; sh reads nothing, so this PATH is what the nodes run with."""
+        ``conftest.path_without`` where a tool is missing); restarts every sshd. The nodes log in with
+        ``/bin/sh`` (see ``_build``), which reads no start-up file, so this PATH is what they run with."""
         if python_dir is not None:
             self.python_dir = python_dir
-            for node in self.nodes:
-                if node.index not in self._login_passwd:
-                    self.set_login_shell(node.index, "/bin/sh")
         self.node_env.update(env)
         self.node_paths.update(paths or {})
         for node in self.nodes:
