@@ -87,15 +87,20 @@ def health(hosts: list[str], num_gpus: int, fail: tuple[tuple[int, int], ...]) -
 
 
 def pairwise(num_nodes: int, stragglers: tuple[int, ...]) -> PairwiseRecord:
-    """Three rounds of disjoint pairs (i with i+1, i+2 and i+3 apart); a pair with a straggler is slow."""
+    """Three rounds of pairs (i with i+1, i+2 and i+3 apart), disjoint but for a node an odd count leaves
+    over, which pairs with its next node as well; a pair with a straggler is slow."""
     pairs = []
     for r, step in enumerate((1, 2, 3), 1):
         seen: set[int] = set()
+        todo = []
         for a in range(num_nodes):
             b = (a + step) % num_nodes
             if a in seen or b in seen or a == b:
                 continue
             seen |= {a, b}
+            todo.append((a, b))
+        todo += [(a, (a + 1) % num_nodes) for a in range(num_nodes) if a not in seen]
+        for a, b in todo:
             k = len(pairs)
             slow = a in stragglers or b in stragglers
             base = PAIR_GB_S * (0.6 if slow else 1.0)

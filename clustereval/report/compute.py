@@ -9,11 +9,10 @@ and MSMF against the official BF16 figure, every GPU's number, slow and dead GPU
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.gpu_passes import gpu_label, node_label
 from clustereval.analysis.matmul import held_rate
 from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
@@ -22,6 +21,7 @@ from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord,
 from clustereval.records.gpupass import GpuPassRecord
 from clustereval.report import compute_gpupass
 from clustereval.report.compute_fold import ComputeFold, health_table, node_msmf_text, node_msmf_units
+from clustereval.report.compute_lemon import note_bad_gpus, render_lemon, three_pass_sentences
 from clustereval.report.compute_msmf import (
     held_method,
     is_held,
@@ -168,7 +168,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if ran_mm and mm:
         _benchmarks(doc, mm, spec, facts, result, view.raw_rel, fold if folds(len(mm.nodes)) else None)
     if lemon and lemon.nodes:
-        _lemon(doc, lemon, result, fold if folds(len(lemon.nodes)) else None)
+        render_lemon(doc, lemon, fold if folds(len(lemon.nodes)) else None)
     env = view.get("environment")
     asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
     _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
@@ -387,7 +387,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
     for i, n in enumerate(nodes):
         if with_msmf:
             sentences += _node_summary(n, multi, single_gpu) if fold is None else []
-            sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
+            sentences += three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
         sentences += msmf_sentences(n, single_gpu) if with_msmf and (fold is None or i == 0) else []
         sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
@@ -475,114 +475,6 @@ def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
             f"{max(vals) - min(vals)} TFLOPS ({min(vals)}–{max(vals)} TFLOPS)."]
 
 
-def _three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) -> list[str]:
-    out: list[str] = []
-    if n.num_passes < 3:
-        return out
-    for gpu in n.flagged:
-        g = next(x for x in n.gpus if x.gpu == gpu)
-        nums = " / ".join(fmt(v) for v in g.tflops[:3])
-        label = f"`{gpu_label(n.hostname, n.index, gpu)}`" if multi else f"gpu{gpu}"
-        first = _below(n, gpu, 0)
-        if gpu in n.underperforming:
-            fracs = [_below(n, gpu, p) for p in range(3)]
-            out.append(f"{label} was more than {BELOW_MEDIAN:.0%} below the node median in all three passes: "
-                       f"{what} {nums} {unit}, {_frac_range(fracs)} below.")
-        else:
-            out.append(f"{label} was {first:.1%} below the node median in the first pass; the dip did not repeat: "
-                       f"{what} {nums} {unit} in three passes.")
-    return out
-
-
-def _below(n: Any, gpu: int, passno: int) -> float:
-    """How far below its node median a GPU was in one pass (the phase's median when it kept one)."""
-    vals = {g.gpu: (g.tflops[passno] if len(g.tflops) > passno else None) for g in n.gpus}
-    alive = [v for v in vals.values() if v is not None]
-    v = vals.get(gpu)
-    if not alive or v is None:
-        return 0.0
-    med = n.medians[passno] if len(n.medians) > passno and n.medians[passno] else statistics.median(alive)
-    return (med - v) / med if med else 0.0
-
-
-def _note_bad_gpus(bad: dict[str, list[str]], nodes: Sequence[Any], measure: str, fmt: Callable[[float | None], str],
-                   dead_text: Callable[[Any], str]) -> None:
-    """Add each underperforming GPU's three passes and each dead GPU's cause under its label in
-    ``bad``; ``nodes`` are one three-pass phase's (matmul or lemon) nodes, ``measure`` what it timed."""
-    for n in nodes:
-        for gpu in n.underperforming:
-            g = next(x for x in n.gpus if x.gpu == gpu)
-            fracs = [_below(n, gpu, p) for p in range(3)]
-            nums = " / ".join(fmt(v) for v in g.tflops[:3])
-            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
-                f"{measure} {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
-        for gpu in n.dead:
-            g = next(x for x in n.gpus if x.gpu == gpu)
-            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(dead_text(g))
-
-
-def _frac_range(fracs: list[float]) -> str:
-    lo, hi = min(fracs), max(fracs)
-    return f"{lo:.1%}" if f"{lo:.1%}" == f"{hi:.1%}" else f"{100 * lo:.1f}–{hi:.1%}"
-
-
-# -- Find underperforming GPUs ---------------------------------------------------------------
-
-
-def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult, fold: ComputeFold | None = None) -> None:
-    size = lemon.size
-    doc.heading(3, "Find underperforming GPUs", note=f"fixed {size}³ `matmul` on every GPU")
-    slow = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.underperforming]
-    dead = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.dead]
-    if not slow and not dead:
-        doc.para("**TLDR: no under-performing or dead GPUs**")
-    else:
-        parts = []
-        if slow:
-            parts.append("under-performing: " + ", ".join(f"`{s}`" for s in slow))
-        if dead:
-            parts.append("dead: " + ", ".join(f"`{d}`" for d in dead))
-        doc.para("**TLDR:** " + "; ".join(parts))
-    doc.para("An under-performing GPU is slow or throttled; a dead GPU, one that errors or hangs, is the extreme case. "
-             f"This pass ran the same matmul shape (M=N=K={size}, {lemon.dtype}) on every GPU, one GPU at a time with "
-             f"its siblings idle, and flags a card more than {BELOW_MEDIAN:.0%} below its node's median; a flagged card "
-             "gets two more passes and counts as under-performing only if it is below in all three. It is not MAMF: "
-             "there is no search over matmul shapes and no boost/sustain split.")
-    sms = sorted({g.sm_count for n in lemon.nodes for g in n.gpus if g.sm_count})
-    for count in sms:
-        cov = sm_coverage(count, size)
-        which = "this GPU's" if len(sms) == 1 else f"a {count}-SM GPU's"
-        doc.para(f"SM coverage: with 128×256 output tiles the {size}×{size} result is {cov.num_ctas} CTAs (cooperative "
-                 f"thread arrays, each one CUDA thread block); {which} {count} SMs run them as {cov.full_waves} full "
-                 f"waves (one CTA on every SM at once) and a tail of {cov.tail_ctas} CTAs, a wave efficiency of "
-                 f"{100 * cov.wave_efficiency:.1f}%.")
-    # one table when every node has the same GPUs, else one per node (a table holds numbers, never blanks)
-    groups: dict[tuple[int, ...], list[Any]] = {}
-    listed = [n for n in lemon.nodes if fold is None or fold.lemon_listed(n)]
-    if fold is not None:  # at fleet size: the fleet's figures and the rule, then only the nodes to act on
-        doc.para(fold.lemon_text(lemon, len(listed)))
-    for n in listed:
-        groups.setdefault(tuple(g.gpu for g in n.gpus), []).append(n)
-    for idx, members in groups.items():
-        rows = []
-        for n in members:
-            cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
-            alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
-            lo = min(alive, key=lambda x: x[1]) if alive else None
-            hi = max(alive, key=lambda x: x[1]) if alive else None
-            rows.append([node_label(n.hostname, n.index)] + [cells[i] for i in idx]
-                        + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "dead", f"{hi[1]:.1f}" if hi else "dead"])
-        doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
-    sentences = []
-    for n in lemon.nodes:
-        sentences += _three_pass_sentences(n, True, "lemon GEMM", _tf1, "TFLOPS")
-        for g in n.gpus:
-            if g.error:
-                sentences.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` is dead ({g.error}).")
-    if sentences:
-        doc.para(" ".join(sentences))
-
-
 # -- Findings --------------------------------------------------------------------------------
 
 
@@ -600,10 +492,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
                                                    f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where} "
                                                    "(the tool's message is under Hardware health)."))
     if mm:
-        _note_bad_gpus(bad, mm.nodes, "MSMF", _tf, lambda g: "dead in the GPU performance pass: its MSMF measurement "
+        note_bad_gpus(bad, mm.nodes, "MSMF", _tf, lambda g: "dead in the GPU performance pass: its MSMF measurement "
                        f"failed twice ({g.errors[-1] if g.errors else 'no result'})")
     if lemon:
-        _note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
+        note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
     for label, parts in bad.items():
         result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + "."))
     if any(f.category == "underperforming" for f in result.findings):

@@ -115,8 +115,12 @@ def summary_sentences(units: list[Unit], measures: Sequence[Measure], noun: str)
                 continue
             count, med, lo, hi = ext
             over = "" if count == len(members) else f" over the {plural(count, noun)} with one"
-            parts.append(f"{m.name} median {m.fmt(med)} {m.unit}{over}, min {m.fmt(lo.values[i])} {m.unit} on "  # type: ignore[arg-type]
-                         f"{lo.label}, max {m.fmt(hi.values[i])} {m.unit} on {hi.label}")  # type: ignore[arg-type]
+            low, high = m.fmt(lo.values[i]), m.fmt(hi.values[i])  # type: ignore[arg-type]
+            if low == high:  # every unit alike: one figure, not a median, a min and a max that repeat it
+                parts.append(f"{m.name} {low} {m.unit}" + (f"{over}" if over else f" on every {noun}"))
+                continue
+            parts.append(f"{m.name} median {m.fmt(med)} {m.unit}{over}, min {low} {m.unit} on {lo.label}, "
+                         f"max {high} {m.unit} on {hi.label}")
         if parts:
             whose = f"The {plural(len(members), noun)}" + (f" ({group})" if group else "")
             out.append(f"{whose}: " + "; ".join(parts) + ".")
@@ -130,7 +134,7 @@ def left_out_sentence(num_listed: int, num_total: int, noun: str, criteria: str,
     many = plural(2, noun).split(" ", 1)[1]
     lead = f"Above {plural(FOLD_NODES, 'node')} {lists} the {many} a reader must act on ({criteria})"
     if num_listed == 0:
-        return (f"{lead}; all {plural(num_total, noun)} are within those bounds, so the table is left out here. "
+        return (f"{lead}; all {plural(num_total, noun)} are within those bounds, so their rows are left out here. "
                 f"Every row is in {where}.")
     return (f"{lead}: {num_listed} of {plural(num_total, noun)}, leaving out the other "
             f"{plural(num_total - num_listed, noun)}. Every row is in {where}.")

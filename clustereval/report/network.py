@@ -365,8 +365,8 @@ def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: Fleet
     ranked = sorted((s for s in measured if peaks[s.nodes[0]]), key=lambda s: peaks[s.nodes[0]].busbw_gb_s)  # type: ignore[union-attr]
     drawn = [ranked[-1], ranked[len(ranked) // 2], ranked[0]] if ranked else []
     drawn += [s for s in listed if s.rows and s not in drawn][:FOLD_NODES]
-    doc.para(f"The plot draws {plural(len(drawn), 'node')}: the highest, the median and the lowest peak busbw"
-             + (" and the nodes listed below." if len(drawn) > 3 else "."))
+    doc.para(f"The plot below draws {plural(len(drawn), 'node')}: those with the highest, the median and the lowest "
+             "peak busbw" + (", and the nodes of the table." if len(drawn) > 3 else "."))
     if not listed:
         return drawn
     node_median = statistics.median(p.busbw_gb_s for p in peaks.values() if p)
