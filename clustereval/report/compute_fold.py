@@ -119,7 +119,7 @@ def health_table(doc: Document, health: HealthRecord, fold: ComputeFold) -> None
     table = [[f"the other {others} nodes" if listed else f"all {len(ran)} nodes", *common]] if others else []
     table += [[node_label(n.hostname or n.node, n.index), *rows[n.node]] for n in listed]
     doc.table(["node", *[f"`{p}`" for p in plugins]], table)
-    doc.para(left_out_sentence(len(listed), len(ran), "node", HEALTH_CRITERIA, run_files(fold.raw_rel, "health"),
+    doc.para(left_out_sentence(len(listed), len(ran), "node", HEALTH_CRITERIA, run_files(fold.raw_rel, "health", in_summary=False),
                                lists="this table gives the fleet's common results in one row and lists only"))
 
 

@@ -140,9 +140,8 @@ def left_out_sentence(num_listed: int, num_total: int, noun: str, criteria: str,
             f"{plural(num_total - num_listed, noun)}. Every row is in {where}.")
 
 
-def run_files(raw_rel: str, *records: str) -> str:
-    """``[`summary.json`](raw-…/summary.json) and [`matmul.record.json`](raw-…/matmul.record.json)``: the run
-    folder's files that hold every row of a folded table."""
-    files = ["summary.json", *(f"{r}.record.json" for r in records)]
-    links = [f"[`{f}`]({raw_rel}/{f})" for f in files]
-    return links[0] if len(links) == 1 else ", ".join(links[:-1]) + " and " + links[-1]
+def run_files(raw_rel: str, record: str, in_summary: bool = True) -> str:
+    """Where every row of a folded table is: the phase's record in the run folder, and (``in_summary``) its
+    figures in ``summary.json`` as well."""
+    text = f"the run folder's [`{record}.record.json`]({raw_rel}/{record}.record.json)"
+    return text + (f", the figures also in [`summary.json`]({raw_rel}/summary.json)" if in_summary else "")
