@@ -88,16 +88,15 @@ def fleet_facts(view: Any, phases: Sequence[str]) -> FleetFacts:
     return out
 
 
-def _extremes(units: list[Unit], i: int) -> tuple[int, float, Unit, Unit] | None:
-    """(count, median, the unit holding the minimum, the one holding the maximum) of measure ``i``;
-    ties go to the first unit in table order."""
-    have = [u for u in units if u.values[i] is not None]
+def _extremes(units: list[Unit], i: int) -> tuple[int, float, tuple[float, Unit], tuple[float, Unit]] | None:
+    """(count, median, (minimum, its unit), (maximum, its unit)) of measure ``i``; ties go to the first unit
+    in table order."""
+    have = [(v, u) for u in units if (v := u.values[i]) is not None]
     if not have:
         return None
-    vals = [u.values[i] for u in have]
-    lo = min(have, key=lambda u: u.values[i])  # type: ignore[arg-type, return-value]
-    hi = max(have, key=lambda u: u.values[i])  # type: ignore[arg-type, return-value]
-    return len(have), statistics.median(vals), lo, hi  # type: ignore[type-var]
+    lo = min(have, key=lambda vu: vu[0])
+    hi = max(have, key=lambda vu: vu[0])
+    return len(have), statistics.median(v for v, _ in have), lo, hi
 
 
 def summary_sentences(units: list[Unit], measures: Sequence[Measure], noun: str) -> list[str]:
@@ -113,14 +112,14 @@ def summary_sentences(units: list[Unit], measures: Sequence[Measure], noun: str)
             ext = _extremes(members, i)
             if ext is None:
                 continue
-            count, med, lo, hi = ext
-            over = "" if count == len(members) else f" over the {plural(count, noun)} with one"
-            low, high = m.fmt(lo.values[i]), m.fmt(hi.values[i])  # type: ignore[arg-type]
+            count, med, (lo, lo_unit), (hi, hi_unit) = ext
+            over = "" if count == len(members) else f" over the {plural(count, noun)} with a figure"
+            low, high = m.fmt(lo), m.fmt(hi)
             if low == high:  # every unit alike: one figure, not a median, a min and a max that repeat it
                 parts.append(f"{m.name} {low} {m.unit}" + (f"{over}" if over else f" on every {noun}"))
                 continue
-            parts.append(f"{m.name} median {m.fmt(med)} {m.unit}{over}, min {low} {m.unit} on {lo.label}, "
-                         f"max {high} {m.unit} on {hi.label}")
+            parts.append(f"{m.name} median {m.fmt(med)} {m.unit}{over}, min {low} {m.unit} on {lo_unit.label}, "
+                         f"max {high} {m.unit} on {hi_unit.label}")
         if parts:
             whose = f"The {plural(len(members), noun)}" + (f" ({group})" if group else "")
             out.append(f"{whose}: " + "; ".join(parts) + ".")
