@@ -187,3 +187,21 @@ def test_a_list_of_names_folds_past_the_rule():
     assert folded_names(names[:FOLD_NODES]) == ", ".join(names[:FOLD_NODES])
     assert folded_names(names) == ", ".join(names[:FOLD_NODES]) + " and 4 more nodes"
     assert re.fullmatch(r"(n\d+, ){7}n7 and 1 more node", folded_names(names[:9]))
+
+
+def test_a_unit_that_failed_is_listed_with_its_failure():
+    view = fleet_view(16, NUM_GPUS, Plant())
+    cw = view.records["storage"].concurrent
+    cw.nodes[5].error, cw.nodes[5].mib_s = "dd: error writing '/data/cw-5': Input/output error", 0.0
+    node = view.records["lemon"].nodes[7]
+    node.gpus[2].error, node.gpus[2].tflops, node.dead = "CUDA error: an illegal memory access", [None], [2]
+    md = render_report(view).markdown
+    assert lint_text(md) == []
+    write = section(md, "Concurrent write shared fs benchmark")
+    assert first_cells(write, "node | time") == [f"`{host(5)}`", "aggregate"]
+    assert f"| `{host(5)}` | failed | failed |" in write
+    assert "The 15 nodes (writing to `/data`)" in write  # the summary is over the writes that finished
+    lemon = section(md, "Find underperforming GPUs")
+    assert first_cells(lemon, "node | gpu0") == [host(7)]
+    assert f"| {host(7)} | " in lemon and "| dead |" in lemon
+    assert "The 128 GPUs (NVIDIA H200, driver 580.159.04): lemon GEMM median 735.0 TFLOPS over the 127 GPUs with a figure" in lemon

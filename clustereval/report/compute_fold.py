@@ -80,10 +80,13 @@ class ComputeFold:
         return False
 
     def lemon_text(self, lemon: LemonRecord, listed: int) -> str:
-        units = [Unit(f"`{gpu_label(n.hostname or n.node, n.index, g.gpu)}`",
-                      (g.tflops[0] if g.tflops and not g.error else None,),
-                      self.facts.group_of("lemon", gpu_label(n.hostname or n.node, n.index, g.gpu)) or n.gpu_name)
-                 for n in lemon.nodes for g in n.gpus]
+        units = []
+        for n in lemon.nodes:
+            labels = [gpu_label(n.hostname or n.node, n.index, g.gpu) for g in n.gpus]
+            # a dead GPU is not judged, so its peer group is its siblings'
+            group = next((x for x in (self.facts.group_of("lemon", label) for label in labels) if x), n.gpu_name)
+            units += [Unit(f"`{label}`", (g.tflops[0] if g.tflops and not g.error else None,), group)
+                      for label, g in zip(labels, n.gpus, strict=True)]
         return " ".join(summary_sentences(units, [Measure("lemon GEMM", "TFLOPS", _tf1)], "GPU")
                         + [left_out_sentence(listed, len(lemon.nodes), "node", LEMON_CRITERIA,
                                              run_files(self.raw_rel, "lemon"))])
