@@ -291,11 +291,11 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         lead += (" (NVLS was used, so busbw can exceed 100% of this ring-formula spec)" if nvls_on
                  else " (without NVLS, a ring or tree all-reduce)")
     doc.para(lead + ".")
-    drawn = sweeps
     if folds(len(ar.intra)) and not gloo:
-        drawn = _intra_nodes(view, doc, ar, fleet_facts(view, ("allreduce",)))
-    _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), sweeps_png(drawn),
-          drawn_by_run=bool(sweeps[0].plot))
+        png = _intra_nodes(view, doc, ar, fleet_facts(view, ("allreduce",)))
+    else:
+        png = sweeps_png(sweeps)
+    _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), png, drawn_by_run=bool(sweeps[0].plot))
     if gloo:
         return
     for s, p, med in an.slow_nodes(sweeps):
@@ -347,10 +347,10 @@ def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
     doc.table(headers, rows, "r" * (len(headers) - (1 if len(sweeps) > 4 else 0)) + ("l" if len(sweeps) > 4 else ""))
 
 
-def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: FleetFacts) -> list[Sweep]:
+def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: FleetFacts) -> bytes | None:
     """At fleet size: each node's peak busbw over the fleet, and a row for each node a reader must act on.
-    Returns the sweeps the plot draws: the fleet's highest, median and lowest peak, and the listed nodes
-    (at most ``FOLD_NODES`` of them)."""
+    Returns the plot, drawn now, of the fleet's highest, median and lowest peak and the listed nodes (at most
+    ``FOLD_NODES`` of them); None where it cannot be drawn here."""
     measured = [s for s in ar.intra if s.rows and s.nodes]
     peaks = {s.nodes[0]: an.peak(s) for s in measured}
     slow = {s.nodes[0] for s, _, _ in an.slow_nodes(measured)}
@@ -365,10 +365,12 @@ def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: Fleet
     ranked = sorted((s for s in measured if peaks[s.nodes[0]]), key=lambda s: peaks[s.nodes[0]].busbw_gb_s)  # type: ignore[union-attr]
     drawn = [ranked[-1], ranked[len(ranked) // 2], ranked[0]] if ranked else []
     drawn += [s for s in listed if s.rows and s not in drawn][:FOLD_NODES]
-    doc.para(f"The plot below draws {plural(len(drawn), 'node')}: those with the highest, the median and the lowest "
-             "peak busbw" + (", and the nodes of the table." if len(drawn) > 3 else "."))
+    png = sweeps_png(drawn)
+    if png is not None:  # a plot the run drew itself, shown where this one cannot be drawn, has every node
+        doc.para(f"The plot below draws {plural(len(drawn), 'node')}: those with the highest, the median and the "
+                 "lowest peak busbw" + (", and the nodes of the table." if len(drawn) > 3 else "."))
     if not listed:
-        return drawn
+        return png
     node_median = statistics.median(p.busbw_gb_s for p in peaks.values() if p)
     rows = []
     for s in listed:
@@ -377,7 +379,7 @@ def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: Fleet
                     + ([gbps(p.busbw_gb_s), iec_precise(p.payload_bytes), f"{(p.busbw_gb_s / node_median - 1) * 100:+.1f}"]
                        if p else ["failed"] * 3))
     doc.table(["node", "peak busbw (GBps)", "payload", "vs node median (%)"], rows, "lrrr")
-    return drawn
+    return png
 
 
 # -- Inter-node -----------------------------------------------------------------------------------
