@@ -154,12 +154,13 @@ def _outliers(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:
         for _, g, _ in gpus:
             if (x := get(g)) is not None:
                 by_type.setdefault(g.name, []).append(x)
+        medians = {name: statistics.median(vals) for name, vals in by_type.items()}  # once per type, not per GPU
         for n, g, label in gpus:
             x = get(g)
             fleet = by_type.get(g.name, [])
             if x is None or len(fleet) < 3:  # two GPUs cannot say which of them is the outlier
                 continue
-            med = statistics.median(fleet)
+            med = medians[g.name]
             if any(p.label == label and (key in p.facts or (key == "copy_gb_s" and p.kind == "hbm-slow"))
                    for p in v.problems if p.kind in ("pcie-slow", "hbm-slow")):
                 continue  # below its target already: the same figure is not named twice

@@ -9,11 +9,10 @@ and MSMF against the official BF16 figure, every GPU's number, slow and dead GPU
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.gpu_passes import gpu_label, node_label
 from clustereval.analysis.matmul import held_rate
 from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
@@ -21,6 +20,8 @@ from clustereval.records import Finding
 from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord, NodeMatmul, ShapeTiming
 from clustereval.records.gpupass import GpuPassRecord
 from clustereval.report import compute_gpupass
+from clustereval.report.compute_fold import ComputeFold, health_table, node_msmf_text, node_msmf_units
+from clustereval.report.compute_lemon import note_bad_gpus, render_lemon, three_pass_sentences
 from clustereval.report.compute_msmf import (
     held_method,
     is_held,
@@ -31,6 +32,7 @@ from clustereval.report.compute_msmf import (
     write_windows,
 )
 from clustereval.report.compute_waves import is_waves, mamf_statistic, msmf_sentences, wave_method
+from clustereval.report.fold import Unit, folds
 from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
@@ -151,19 +153,22 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
                              or (n.search is not None and n.search.mamf is not None) for n in mm.nodes))
     ran_lemon = bool(lemon and lemon.nodes and any(g.tflops for n in lemon.nodes for g in n.gpus))
     ran_gp = compute_gpupass.ran(gp)
+    # above FOLD_NODES nodes the per-GPU and per-node tables list only what a reader must act on (fold.py)
+    fold = (ComputeFold(view) if any(rec is not None and folds(len(rec.nodes)) for rec in (health, mm, lemon, gp))
+            else None)
     doc.heading(2, "Compute")
     if ran_health or ran_mm or ran_lemon or ran_gp:  # (a run of the health pass alone has no GPU facts, still its tool)
         doc.heading(3, "Introduction", toc=False)
         _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm,
                       compute_gpupass.intro_item(view, gp) if gp and ran_gp else "")
     if ran_health and health:
-        _health(doc, health, result)
+        _health(doc, health, result, fold)
     if gp and ran_gp:
-        compute_gpupass.render(doc, view, gp, result.findings)
+        compute_gpupass.render(doc, view, gp, result.findings, fold.facts if fold else None)
     if ran_mm and mm:
-        _benchmarks(doc, mm, spec, facts, result, view.raw_rel)
+        _benchmarks(doc, mm, spec, facts, result, view.raw_rel, fold if folds(len(mm.nodes)) else None)
     if lemon and lemon.nodes:
-        _lemon(doc, lemon, result)
+        render_lemon(doc, lemon, fold if folds(len(lemon.nodes)) else None)
     env = view.get("environment")
     asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
     _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
@@ -226,7 +231,7 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
 # -- hardware health -------------------------------------------------------------------------
 
 
-def _health(doc: Document, health: HealthRecord, result: SectionResult) -> None:
+def _health(doc: Document, health: HealthRecord, result: SectionResult, fold: ComputeFold | None = None) -> None:
     doc.heading(3, "Hardware health", note=f"`dcgmi diag -r {health.level}`")
     ran = [n for n in health.nodes if n.ran]
     labels = {n.node: node_label(n.hostname or n.node, n.index) for n in ran}
@@ -246,15 +251,18 @@ def _health(doc: Document, health: HealthRecord, result: SectionResult) -> None:
         for r in n.results:
             if r.plugin not in plugins:
                 plugins.append(r.plugin)
-    cols = [labels[n.node] for n in ran] if len(ran) > 1 else ["result"]
-    rows = []
-    for p in plugins:
-        row = [f"`{p}`"]
-        for n in ran:
-            found = next((x for x in n.results if x.plugin == p), None)
-            row.append(_cell(found) if found else "")
-        rows.append(row)
-    doc.table(["plugin", *cols], rows)
+    if fold is not None and folds(len(ran)):
+        health_table(doc, health, fold)
+    else:
+        cols = [labels[n.node] for n in ran] if len(ran) > 1 else ["result"]
+        rows = []
+        for p in plugins:
+            row = [f"`{p}`"]
+            for n in ran:
+                found = next((x for x in n.results if x.plugin == p), None)
+                row.append(_cell(found) if found else "")
+            rows.append(row)
+        doc.table(["plugin", *cols], rows)
     notes = [f"{labels[n.node]} `{r.plugin}`: {m}" for n, r in failing for m in r.messages
              if not m.startswith("Info")]
     doc.bullets(notes)
@@ -290,7 +298,7 @@ def _gpu_name(n: Any, gpu: int, multi: bool) -> str:
 
 
 def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[GpuFacts],
-                result: SectionResult, raw_rel: str = "") -> None:
+                result: SectionResult, raw_rel: str = "", fold: ComputeFold | None = None) -> None:
     nodes = [n for n in mm.nodes if n.search is not None]
     multi = len(mm.nodes) > 1
     single_gpu = all(n.num_gpus == 1 for n in nodes)
@@ -334,6 +342,8 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             else f"{numbers} on {gpu}:")
     doc.para(lead)
     mamf_parts, msmf_parts = [], []
+    mamf_best: list[tuple[float, str]] = []  # (figure, its words) per node: at fleet size the fleet's best and worst
+    msmf_worst: list[tuple[float, str]] = []
     for n in nodes:
         where = f" on {node_label(n.hostname, n.index)}" if multi else ""
         s = n.search
@@ -342,6 +352,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             mamf_parts.append(f"{_tf(s.mamf.mean_tflops)} TFLOPS{pct} at {_shape(s.mamf)}{where}"
                               + (f", {_wmhz(s.mamf)}" if _wmhz(s.mamf) else "")
                               + (f" ({mamf_statistic(s.mamf)})" if is_waves(s) else ""))
+            mamf_best.append((s.mamf.mean_tflops, mamf_parts[-1]))
         slow = _slowest(n)
         if slow is not None:
             gpu_i, t = slow
@@ -349,6 +360,10 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
             who = f" ({_gpu_name(n, gpu_i, True) if multi else f'gpu{gpu_i}'}, the slowest GPU)" if not single_gpu else ""
             msmf_parts.append(f"{_tf(held_rate(t))} TFLOPS{pct} at {_shape(t)}{where}{who}"
                               + (f", {_wmhz(t)}" if _wmhz(t) else ""))
+            msmf_worst.append((held_rate(t), msmf_parts[-1]))
+    if fold is not None:  # one part each: the fleet's highest MAMF and its slowest node; the figures of all below
+        mamf_parts = [max(mamf_best)[1] + f", the highest of {len(mamf_best)} nodes"] if mamf_best else []
+        msmf_parts = [min(msmf_worst)[1] + f", the lowest of {len(msmf_worst)} nodes"] if msmf_worst else []
     bullets = []
     if mamf_parts:
         bullets.append("**MAMF** (Maximum Achievable Matmul FLOPS) — " + "; ".join(mamf_parts) + ": the highest TFLOPS "
@@ -363,16 +378,18 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
     if with_msmf:
-        _msmf_table(doc, mm, nodes, spec_tf, multi)
-    for n in nodes:
+        _msmf_table(doc, mm, nodes, spec_tf, multi, fold)
+    for n in nodes[:1] if fold is not None else nodes:  # at fleet size the first node's trace stands for the search
         trace_block(doc, raw_rel, n, multi, result)
     sentences = _missing_msmf(mm) if with_msmf else []
-    for n in nodes:
+    if fold is not None and with_msmf:
+        sentences += [node_msmf_text(node_msmf_units(mm, fold, _values))]
+    for i, n in enumerate(nodes):
         if with_msmf:
-            sentences += _node_summary(n, multi, single_gpu)
-            sentences += _three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
+            sentences += _node_summary(n, multi, single_gpu) if fold is None else []
+            sentences += three_pass_sentences(n, True, "MSMF", _tf, "TFLOPS")
         sentences += [w + "." for w in n.warnings]
-        sentences += msmf_sentences(n, single_gpu) if with_msmf else []
+        sentences += msmf_sentences(n, single_gpu) if with_msmf and (fold is None or i == 0) else []
         sentences += steadiness_sentences(n, multi) + loaded_sentences(n)
         for t in (n.search.sustained if n.search else []):
             if t.label == "SUSPECT":
@@ -400,13 +417,17 @@ def _of_what(spec: Spec | None) -> str:
     return "target" if spec and spec.from_target else "spec"
 
 
-def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool) -> None:
+def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool,
+                fold: ComputeFold | None = None) -> None:
     """The runbook's per-GPU table (`GPU | MSMF | MSMF shape | W / MHz | MSMF % spec`, exactly), then the
-    timed windows' temperature and drift in a table of their own."""
+    timed windows' temperature and drift in a table of their own. At fleet size (``fold``) only the GPUs a
+    reader must act on are rows, after the fleet's figures and the rule (compute_fold.py)."""
     doc.para("The MSMF shape is the M×N×K that won the sustained regime, and W / MHz are the board power and SM "
              "clock measured while it ran." if any(_wmhz(t) for n in nodes for t in _first(n).values()) else
              "The MSMF shape is the M×N×K that won the sustained regime.")
     rows, windows = [], []
+    units: list[Unit] = []
+    window_units: list[Unit] = []
     for n in mm.nodes:
         first = _first(n)
         for g in n.gpus:
@@ -415,12 +436,24 @@ def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_t
                 continue
             value = round(held_rate(t))
             name = _gpu_name(n, g.gpu, multi)
+            if fold is not None:
+                units.append(Unit(f"`{name}`", (float(value),), fold.msmf_group(n, g.gpu)))
+                if t.held and t.temp_c is not None:
+                    window_units.append(Unit(f"`{name}`", (t.temp_c, 100 * t.drift_frac), units[-1].group))
+                if not fold.msmf_listed(n, g.gpu):
+                    continue
             rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
             if t.held and t.temp_c is not None:  # held timings carry their window's temperature and drift
                 windows.append([name, f"{t.temp_c:.0f}", f"{100 * t.drift_frac:+.2f}"])
     keep = [0, 1, 2] + ([3] if rows and all(r[3] for r in rows) else []) + ([4] if spec_tf else [])
     headers = ["GPU", "MSMF", "MSMF shape", "W / MHz", "MSMF % spec"]
+    if fold is not None:
+        doc.para(fold.msmf_text(units, len(rows)))
+        if not rows:
+            return
     doc.table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows], "lrl" + "r" * (len(keep) - 3))
+    if fold is not None and window_units and len(window_units) == len(units):
+        doc.para(fold.windows_text(window_units))
     write_windows(doc, windows, len(rows))
 
 
@@ -442,111 +475,6 @@ def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
             f"{max(vals) - min(vals)} TFLOPS ({min(vals)}–{max(vals)} TFLOPS)."]
 
 
-def _three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) -> list[str]:
-    out: list[str] = []
-    if n.num_passes < 3:
-        return out
-    for gpu in n.flagged:
-        g = next(x for x in n.gpus if x.gpu == gpu)
-        nums = " / ".join(fmt(v) for v in g.tflops[:3])
-        label = f"`{gpu_label(n.hostname, n.index, gpu)}`" if multi else f"gpu{gpu}"
-        first = _below(n, gpu, 0)
-        if gpu in n.underperforming:
-            fracs = [_below(n, gpu, p) for p in range(3)]
-            out.append(f"{label} was more than {BELOW_MEDIAN:.0%} below the node median in all three passes: "
-                       f"{what} {nums} {unit}, {_frac_range(fracs)} below.")
-        else:
-            out.append(f"{label} was {first:.1%} below the node median in the first pass; the dip did not repeat: "
-                       f"{what} {nums} {unit} in three passes.")
-    return out
-
-
-def _below(n: Any, gpu: int, passno: int) -> float:
-    """How far below its node median a GPU was in one pass (the phase's median when it kept one)."""
-    vals = {g.gpu: (g.tflops[passno] if len(g.tflops) > passno else None) for g in n.gpus}
-    alive = [v for v in vals.values() if v is not None]
-    v = vals.get(gpu)
-    if not alive or v is None:
-        return 0.0
-    med = n.medians[passno] if len(n.medians) > passno and n.medians[passno] else statistics.median(alive)
-    return (med - v) / med if med else 0.0
-
-
-def _note_bad_gpus(bad: dict[str, list[str]], nodes: Sequence[Any], measure: str, fmt: Callable[[float | None], str],
-                   dead_text: Callable[[Any], str]) -> None:
-    """Add each underperforming GPU's three passes and each dead GPU's cause under its label in
-    ``bad``; ``nodes`` are one three-pass phase's (matmul or lemon) nodes, ``measure`` what it timed."""
-    for n in nodes:
-        for gpu in n.underperforming:
-            g = next(x for x in n.gpus if x.gpu == gpu)
-            fracs = [_below(n, gpu, p) for p in range(3)]
-            nums = " / ".join(fmt(v) for v in g.tflops[:3])
-            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
-                f"{measure} {nums} TFLOPS in three passes, {_frac_range(fracs)} below the node median each time")
-        for gpu in n.dead:
-            g = next(x for x in n.gpus if x.gpu == gpu)
-            bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(dead_text(g))
-
-
-def _frac_range(fracs: list[float]) -> str:
-    lo, hi = min(fracs), max(fracs)
-    return f"{lo:.1%}" if f"{lo:.1%}" == f"{hi:.1%}" else f"{100 * lo:.1f}–{hi:.1%}"
-
-
-# -- Find underperforming GPUs ---------------------------------------------------------------
-
-
-def _lemon(doc: Document, lemon: LemonRecord, result: SectionResult) -> None:
-    size = lemon.size
-    doc.heading(3, "Find underperforming GPUs", note=f"fixed {size}³ `matmul` on every GPU")
-    slow = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.underperforming]
-    dead = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.dead]
-    if not slow and not dead:
-        doc.para("**TLDR: no under-performing or dead GPUs**")
-    else:
-        parts = []
-        if slow:
-            parts.append("under-performing: " + ", ".join(f"`{s}`" for s in slow))
-        if dead:
-            parts.append("dead: " + ", ".join(f"`{d}`" for d in dead))
-        doc.para("**TLDR:** " + "; ".join(parts))
-    doc.para("An under-performing GPU is slow or throttled; a dead GPU, one that errors or hangs, is the extreme case. "
-             f"This pass ran the same matmul shape (M=N=K={size}, {lemon.dtype}) on every GPU, one GPU at a time with "
-             f"its siblings idle, and flags a card more than {BELOW_MEDIAN:.0%} below its node's median; a flagged card "
-             "gets two more passes and counts as under-performing only if it is below in all three. It is not MAMF: "
-             "there is no search over matmul shapes and no boost/sustain split.")
-    sms = sorted({g.sm_count for n in lemon.nodes for g in n.gpus if g.sm_count})
-    for count in sms:
-        cov = sm_coverage(count, size)
-        which = "this GPU's" if len(sms) == 1 else f"a {count}-SM GPU's"
-        doc.para(f"SM coverage: with 128×256 output tiles the {size}×{size} result is {cov.num_ctas} CTAs (cooperative "
-                 f"thread arrays, each one CUDA thread block); {which} {count} SMs run them as {cov.full_waves} full "
-                 f"waves (one CTA on every SM at once) and a tail of {cov.tail_ctas} CTAs, a wave efficiency of "
-                 f"{100 * cov.wave_efficiency:.1f}%.")
-    # one table when every node has the same GPUs, else one per node (a table holds numbers, never blanks)
-    groups: dict[tuple[int, ...], list[Any]] = {}
-    for n in lemon.nodes:
-        groups.setdefault(tuple(g.gpu for g in n.gpus), []).append(n)
-    for idx, members in groups.items():
-        rows = []
-        for n in members:
-            cells = {g.gpu: ("dead" if g.error else _tf1(g.tflops[0] if g.tflops else None)) for g in n.gpus}
-            alive = [(g.gpu, g.tflops[0]) for g in n.gpus if not g.error and g.tflops and g.tflops[0] is not None]
-            lo = min(alive, key=lambda x: x[1]) if alive else None
-            hi = max(alive, key=lambda x: x[1]) if alive else None
-            rows.append([node_label(n.hostname, n.index)] + [cells[i] for i in idx]
-                        + [f"{lo[1]:.1f} (gpu{lo[0]})" if lo else "dead", f"{hi[1]:.1f}" if hi else "dead"])
-        doc.table(["node", *[f"gpu{i}" for i in idx], "min (gpu)", "max"], rows, "l" + "r" * (len(idx) + 2))
-    sentences = []
-    for n in lemon.nodes:
-        sentences += _three_pass_sentences(n, True, "lemon GEMM", _tf1, "TFLOPS")
-        for g in n.gpus:
-            if g.error:
-                sentences.append(f"`{gpu_label(n.hostname, n.index, g.gpu)}` is dead ({g.error}).")
-    if sentences:
-        doc.para(" ".join(sentences))
-
-
 # -- Findings --------------------------------------------------------------------------------
 
 
@@ -564,10 +492,10 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
                                                    f"`dcgmi diag -r {health.level}` Fail: `{r.plugin}` on {where} "
                                                    "(the tool's message is under Hardware health)."))
     if mm:
-        _note_bad_gpus(bad, mm.nodes, "MSMF", _tf, lambda g: "dead in the GPU performance pass: its MSMF measurement "
+        note_bad_gpus(bad, mm.nodes, "MSMF", _tf, lambda g: "dead in the GPU performance pass: its MSMF measurement "
                        f"failed twice ({g.errors[-1] if g.errors else 'no result'})")
     if lemon:
-        _note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
+        note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
     for label, parts in bad.items():
         result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + "."))
     if any(f.category == "underperforming" for f in result.findings):

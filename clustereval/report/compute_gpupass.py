@@ -16,6 +16,15 @@ from clustereval.analysis.matmul import fmt_shape
 from clustereval.probes.nvbandwidth import URL as NVBANDWIDTH_URL
 from clustereval.records import Finding
 from clustereval.records.gpupass import GpuPassRecord, NodePass, PassGpu
+from clustereval.report.fold import (
+    FleetFacts,
+    Measure,
+    Unit,
+    folds,
+    left_out_sentence,
+    run_files,
+    summary_sentences,
+)
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView
 from clustereval.report.units import iec
@@ -63,8 +72,17 @@ def intro_item(view: RunView, rec: GpuPassRecord) -> str:
     return item
 
 
-def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Finding]) -> None:
+FLEET_KINDS = ("hbm-copy", "pcie-h2d", "pcie-d2h")  # the fleet-relative verdicts on this pass's figures
+CRITERIA = (f"a GPU that missed a target, fell more than {OUTLIER_BELOW:.0%} below its type's median, failed a check "
+            "or a copy, or was named slow against its peers by the fleet-relative verdict")
+
+
+def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Finding],
+           facts: FleetFacts | None = None) -> None:
+    """``facts``: the fleet-relative verdicts, given when the section folds; this table folds above
+    ``FOLD_NODES`` nodes (fold.py)."""
     v = verdict_of(rec)
+    fold = facts if facts is not None and folds(len(rec.nodes)) else None
     doc.heading(3, TITLE, note="`gpu_pass.py`")
     bad = sorted({p.label for p in v.problems})
     gpus = [(n, g) for n in rec.nodes for g in n.gpus if g.copy_gb_s is not None or g.vote]
@@ -86,17 +104,24 @@ def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Find
                       "one GPU" if len(n.gpus) == 1 else ""),
                      _link(g), _memtest(g), _vote_cell(v, label)])
     keep = [i for i in range(len(headers)) if any(r[i] for r in rows)]  # a measure no GPU has is not a column
-    doc.table([headers[i] for i in keep], [[r[i] or "failed" for i in keep] for r in rows],
-              "".join("l" if headers[i] in ("GPU", "memory test", "vote", "PCIe link") else "r" for i in keep))
+    listed = None
+    if fold is not None:
+        listed = _fold_rows(doc, view, fold, gpus, rows, keep, bad)
+        rows = [r for r in rows if r[0].strip("`") in listed]
+    if rows:
+        doc.table([headers[i] for i in keep], [[r[i] or "failed" for i in keep] for r in rows],
+                  "".join("l" if headers[i] in ("GPU", "memory test", "vote", "PCIe link") else "r" for i in keep))
     doc.para("H2D is host to device, D2H device to host; GB/s is 10⁹ bytes a second. Each copy is timed on its own, "
              "and a figure is the bytes of all its timed copies over their summed time; both ways is each direction "
              "while the other copies twice its bytes, as nvbandwidth's bidirectional testcases time it."
              + (" The PCIe link column is the generation × width NVML reported while the copies ran, against the most "
                 "the GPU and its slot allow." if any(r[8] for r in rows) else ""))
-    for n in rec.nodes:
-        if n.p2p:
-            _p2p(doc, n)
-    _nvbandwidth(doc, rec)
+    p2p_nodes = [n for n in rec.nodes if n.p2p]
+    if fold is not None and p2p_nodes:
+        p2p_nodes = _fold_p2p(doc, view, p2p_nodes, v)
+    for n in p2p_nodes:
+        _p2p(doc, n)
+    _nvbandwidth(doc, rec, listed)
     _vote_text(doc, v)
     _health_text(doc, rec)
     findings += _findings(v, rec)
@@ -169,11 +194,14 @@ def _p2p(doc: Document, n: NodePass) -> None:
     doc.table(["from \\ to", *[f"gpu{d}" for d in idx]], rows, "l" + "r" * len(idx))
 
 
-def _nvbandwidth(doc: Document, rec: GpuPassRecord) -> None:
+def _nvbandwidth(doc: Document, rec: GpuPassRecord, listed: set[str] | None = None) -> None:
+    """``listed``: at fleet size, the GPUs the table above lists; only their rows are written."""
     rows = []
     for n in rec.nodes:
         for f in n.nvb_figures:
             if f.testcase not in NVB_BESIDE or f.peer_gpu is not None:
+                continue
+            if listed is not None and gpu_label(n.hostname or n.node, n.index, f.gpu) not in listed:
                 continue
             name, get = NVB_BESIDE[f.testcase]
             g = next((x for x in n.gpus if x.gpu == f.gpu), None)
@@ -186,6 +214,40 @@ def _nvbandwidth(doc: Document, rec: GpuPassRecord) -> None:
         doc.para(f"Beside `nvbandwidth` {', '.join(versions)} (its copy-engine testcases, the same directions):")
         doc.table(["GPU", "measure", "nvbandwidth testcase", "ours (GB/s)", "nvbandwidth (GB/s)", "ours / nvbandwidth"],
                   rows, "lllrrr")
+
+
+def _fold_rows(doc: Document, view: RunView, facts: FleetFacts, gpus: list[tuple[NodePass, PassGpu]],
+               rows: list[list[str]], keep: list[int], bad: list[str]) -> set[str]:
+    """At fleet size: the fleet's figures per GPU type and the rule, before the table; returns the GPUs it lists."""
+    units = []
+    listed = set(bad)
+    for (n, g), row in zip(gpus, rows, strict=True):
+        label = gpu_label(n.hostname or n.node, n.index, g.gpu)
+        solo = g.pcie_solo
+        units.append(Unit(f"`{label}`", (g.copy_gb_s, g.read_gb_s, g.write_gb_s, solo.h2d_gb_s if solo else None,
+                                         solo.d2h_gb_s if solo else None),
+                          facts.group_of("hbm-copy", label) or g.name))
+        if any(facts.named(k, label) for k in FLEET_KINDS) or any(not row[i] for i in keep):
+            listed.add(label)
+    gb = lambda x: f"{x:.1f}"  # noqa: E731 - the table's own format
+    measures = [Measure(name, "GB/s", gb) for name in ("HBM copy", "HBM read", "HBM write", "H2D", "D2H")]
+    doc.para(" ".join(summary_sentences(units, measures, "GPU")
+                      + [left_out_sentence(len(listed), len(rows), "GPU", CRITERIA, run_files(view.raw_rel, "gpupass"))]))
+    return listed
+
+
+def _fold_p2p(doc: Document, view: RunView, nodes: list[NodePass], v: Verdict) -> list[NodePass]:
+    """At fleet size: the GPU pair copies over the fleet, and only the nodes with a failed or slow pair."""
+    slow = {p.label for p in v.problems if p.kind == "p2p-slow"}
+    units = [Unit(f"`{gpu_label(n.hostname or n.node, n.index, c.src)}` to gpu{c.dst}", (c.write_gb_s,))
+             for n in nodes for c in n.p2p if c.peer]
+    listed = [n for n in nodes if any(c.write_gb_s is None or not c.peer for c in n.p2p)
+              or any(gpu_label(n.hostname or n.node, n.index, g.gpu) in slow for g in n.gpus)]
+    doc.para(" ".join(summary_sentences(units, [Measure("copy alone", "GB/s", lambda x: f"{x:.1f}")], "GPU pair")
+                      + [left_out_sentence(len(listed), len(nodes), "node", "a pair that failed, had no peer access "
+                                           "or missed its target", run_files(view.raw_rel, "gpupass"),
+                                           lists="the GPU pair tables below cover only")]))
+    return listed
 
 
 def _vote_text(doc: Document, v: Verdict) -> None:

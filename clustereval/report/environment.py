@@ -17,6 +17,7 @@ from clustereval.analysis.environment import findings as environment_findings
 from clustereval.analysis.environment import torch_provenance
 from clustereval.analysis.specs import INTERNODE_TABLE_URL, NVLINK_TABLE_URL, lookup_gpu, short_gpu_name
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
+from clustereval.report.fold import FOLD_NODES, folded_names
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult
 from clustereval.report.units import iec, pcie_uni_gb_s, plural, span
@@ -49,25 +50,13 @@ def env_record(view: RunView) -> EnvironmentRecord | None:
     return rec if isinstance(rec, EnvironmentRecord) else None
 
 
-# Above this many nodes a row names the fleet's common value by its node count and lists only the
-# nodes that differ from it (the outliers), so a 1024-node report stays a page a person reads.
-FOLD_NODES = 8
-
-
 def _node_tag(n: NodeEnvironment) -> str:
     return f"`{n.hostname or n.node}`(node{n.index})"
 
 
-def _folded(names: list[str]) -> str:
-    """Every node's name; past ``FOLD_NODES``, the first ``FOLD_NODES`` and how many more."""
-    if len(names) <= FOLD_NODES:
-        return ", ".join(names)
-    return ", ".join(names[:FOLD_NODES]) + f" and {plural(len(names) - FOLD_NODES, 'more node')}"
-
-
 def node_tags(nodes: list[NodeEnvironment]) -> str:
     """Every node's tag, folded past ``FOLD_NODES``."""
-    return _folded([_node_tag(n) for n in nodes])
+    return folded_names([_node_tag(n) for n in nodes])
 
 
 def per_node(nodes: list[NodeEnvironment], value_of: Callable[[NodeEnvironment], str]) -> str:
@@ -105,7 +94,7 @@ def hostname_row(nodes: list[NodeEnvironment]) -> str:
     shared = [(name, members) for name, members in seen.items() if len(members) > 1]
     if shared:
         text += "; the same hostname on more than one node: " + "; ".join(
-            f"`{name}` on {_folded([f'node{m.index}' for m in members])}" for name, members in shared[:FOLD_NODES])
+            f"`{name}` on {folded_names([f'node{m.index}' for m in members])}" for name, members in shared[:FOLD_NODES])
     return text
 
 

@@ -6,6 +6,8 @@ Pure: records in, markdown and findings out.
 
 from __future__ import annotations
 
+import statistics
+
 from clustereval.analysis import network as an
 from clustereval.probes.nccl_debug import describe_path
 from clustereval.records import Finding, Gap
@@ -16,6 +18,17 @@ from clustereval.records.network import (
     PairwiseRecord,
     Sweep,
 )
+from clustereval.report.fold import (
+    FOLD_NODES,
+    FleetFacts,
+    Measure,
+    Unit,
+    fleet_facts,
+    folds,
+    left_out_sentence,
+    run_files,
+    summary_sentences,
+)
 from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.network_plots import pairwise_png, sweep_plot_path, sweeps_png
@@ -25,7 +38,9 @@ from clustereval.report.units import iec_precise
 WHO = {"platform": "the platform's environment (the container image or the cluster), found on node0",
        "clustereval default": "clustereval, because neither the platform nor cluster.toml set it",
        "cluster.toml": "the operator, in cluster.toml"}
-PAIR_TABLE_MAX = 28  # more pairs than this: only the slow ones are listed
+PAIRWISE_CRITERIA = "a slow pair, or a pair with a node named a straggler or named slow by the fleet-relative verdict"
+INTRA_CRITERIA = (f"a node more than {an.NODE_SLOW_PCT:g}% below the node median, named slow by the fleet-relative "
+                  "verdict, or without a figure")
 
 
 def gbps(v: float) -> str:
@@ -276,8 +291,11 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
         lead += (" (NVLS was used, so busbw can exceed 100% of this ring-formula spec)" if nvls_on
                  else " (without NVLS, a ring or tree all-reduce)")
     doc.para(lead + ".")
-    _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), sweeps_png(sweeps),
-          drawn_by_run=bool(sweeps[0].plot))
+    if folds(len(ar.intra)) and not gloo:
+        png = _intra_nodes(view, doc, ar, fleet_facts(view, ("allreduce",)))
+    else:
+        png = sweeps_png(sweeps)
+    _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), png, drawn_by_run=bool(sweeps[0].plot))
     if gloo:
         return
     for s, p, med in an.slow_nodes(sweeps):
@@ -327,6 +345,41 @@ def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:
             low = min(vals, key=lambda v: v[0])
             rows.append([iec_precise(p), gbps(an.median_row(sweeps, p) or 0.0), gbps(low[0]), node_label(view, low[1].nodes[0])])
     doc.table(headers, rows, "r" * (len(headers) - (1 if len(sweeps) > 4 else 0)) + ("l" if len(sweeps) > 4 else ""))
+
+
+def _intra_nodes(view: RunView, doc: Document, ar: AllreduceRecord, facts: FleetFacts) -> bytes | None:
+    """At fleet size: each node's peak busbw over the fleet, and a row for each node a reader must act on.
+    Returns the plot, drawn now, of the fleet's highest, median and lowest peak and the listed nodes (at most
+    ``FOLD_NODES`` of them); None where it cannot be drawn here."""
+    measured = [s for s in ar.intra if s.rows and s.nodes]
+    peaks = {s.nodes[0]: an.peak(s) for s in measured}
+    slow = {s.nodes[0] for s, _, _ in an.slow_nodes(measured)}
+    units = [Unit(f"`{node_label(view, s.nodes[0])}`", (p.busbw_gb_s if (p := peaks[s.nodes[0]]) else None,))
+             for s in measured]
+    listed = [s for s in ar.intra if s.nodes and (not s.rows or s.nodes[0] in slow
+                                                  or facts.named("busbw-intra", node_label(view, s.nodes[0])))]
+    doc.para(" ".join(summary_sentences(units, [Measure("peak busbw", "GBps", gbps)], "node")
+                      + [left_out_sentence(len(listed), len(ar.intra), "node", INTRA_CRITERIA,
+                                           run_files(view.raw_rel, "allreduce"),
+                                           lists="the table below lists only")]))
+    ranked = sorted((s for s in measured if peaks[s.nodes[0]]), key=lambda s: peaks[s.nodes[0]].busbw_gb_s)  # type: ignore[union-attr]
+    drawn = [ranked[-1], ranked[len(ranked) // 2], ranked[0]] if ranked else []
+    drawn += [s for s in listed if s.rows and s not in drawn][:FOLD_NODES]
+    png = sweeps_png(drawn)
+    if png is not None:  # a plot the run drew itself, shown where this one cannot be drawn, has every node
+        doc.para(f"The plot below draws {plural(len(drawn), 'node')}: those with the highest, the median and the "
+                 "lowest peak busbw" + (", and the nodes of the table." if len(drawn) > 3 else "."))
+    if not listed:
+        return png
+    node_median = statistics.median(p.busbw_gb_s for p in peaks.values() if p)
+    rows = []
+    for s in listed:
+        p = peaks.get(s.nodes[0])
+        rows.append([node_label(view, s.nodes[0])]
+                    + ([gbps(p.busbw_gb_s), iec_precise(p.payload_bytes), f"{(p.busbw_gb_s / node_median - 1) * 100:+.1f}"]
+                       if p else ["failed"] * 3))
+    doc.table(["node", "peak busbw (GBps)", "payload", "vs node median (%)"], rows, "lrrr")
+    return png
 
 
 # -- Inter-node -----------------------------------------------------------------------------------
@@ -426,7 +479,17 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
                  "launcher problem rather than a verdict on the nodes.")
     elif pw.why_not_judged:
         doc.para(f"No node was judged: {pw.why_not_judged}.")
-    listed = done if len(pw.pairs) <= PAIR_TABLE_MAX else slow
+    listed = done
+    n_nodes = len({x for p in pw.pairs for x in (p.a, p.b)})
+    if folds(n_nodes):  # at fleet size: the pairs' figures over the fleet, and only the pairs to act on
+        facts = fleet_facts(view, ("pairwise",))
+        named = set(pw.stragglers) | {x for x in {p.a for p in done} | {p.b for p in done}
+                                      if facts.named("pairwise", node_label(view, x))}
+        listed = [p for p in done if p.slow or {p.a, p.b} & named]
+        units = [Unit(f"{node_label(view, p.a)} + {node_label(view, p.b)}", (p.busbw_gb_s,)) for p in done]
+        doc.para(" ".join(summary_sentences(units, [Measure("busbw", "GBps", gbps)], "completed pair")
+                          + [left_out_sentence(len(listed), len(done), "completed pair", PAIRWISE_CRITERIA,
+                                               run_files(view.raw_rel, "pairwise"))]))
     if listed:
         ref = pw.healthy_median_gb_s
         headers = ["node", "node", "round", "busbw median (GBps)", "slowest sample (GBps)", "fastest sample (GBps)"]

@@ -32,6 +32,15 @@ from clustereval.records.storage import (
     MountScan,
     StorageRecord,
 )
+from clustereval.report.fold import (
+    Measure,
+    Unit,
+    fleet_facts,
+    folds,
+    left_out_sentence,
+    run_files,
+    summary_sentences,
+)
 from clustereval.report.gaps import say
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
@@ -55,6 +64,7 @@ TYPE_LABELS = {"lustre": "Lustre", "gpfs": "GPFS", "beegfs": "BeeGFS", "nfs": "N
                "fuse.glusterfs": "GlusterFS"}
 STRIPED_TYPES = {"lustre", "beegfs", "gpfs"}
 CONDITIONS = "from one client with 16 jobs, 4 KiB blocks and `O_DIRECT`"
+CONCURRENT_CRITERIA = "a node whose write failed or that the fleet-relative verdict named slow against its peers"
 
 
 # ---- the fio link and labels --------------------------------------------------------------
@@ -439,7 +449,18 @@ def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
              f"({iec_df(cw.size_bytes)} {type_label(cw.fstype)}) at the same moment; the aggregate is every byte "
              "written divided by the slowest node's time.")
     names = _node_labels(view)
-    rows = [[names.get(w.node, w.node), f"{w.seconds:.2f}", fmt_bw(w.mib_s, grouped=True)] for w in ok]
+    listed = ok
+    if folds(len(cw.nodes)):  # at fleet size: the writers' figures over the fleet, and only the nodes to act on
+        facts = fleet_facts(view, ("storage",))
+        listed = [w for w in cw.nodes if w.error or facts.named("concurrent-write", names.get(w.node, w.node).strip("`"))]
+        units = [Unit(names.get(w.node, f"`{w.node}`"), (w.mib_s,), f"writing to {_code(cw.mount)}") for w in ok]
+        doc.para(" ".join(summary_sentences(units, [Measure("write rate", "MiB/s", lambda v: fmt_bw(v, grouped=True))],
+                                            "node")
+                          + [left_out_sentence(len(listed), len(cw.nodes), "node", CONCURRENT_CRITERIA,
+                                               run_files(view.raw_rel, "storage"),
+                                               lists="the table below lists, before its aggregate row, only")]))
+    rows = [[names.get(w.node, w.node)] + (["failed", "failed"] if w.error else
+                                           [f"{w.seconds:.2f}", fmt_bw(w.mib_s, grouped=True)]) for w in listed]
     rows.append(["aggregate", f"{max(w.seconds for w in ok):.2f}", fmt_bw(cw.aggregate_mib_s, grouped=True)])
     doc.table(["node", "time (s)", "write rate (MiBps)"], rows, align="lrr")
 
