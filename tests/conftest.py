@@ -53,11 +53,12 @@ def has_gpu() -> bool:
 # Tests that start torchrun, a gloo rendezvous or a whole `clustereval run` on this machine's own
 # network (access = "local"): they meet at the config's rdzv_port (29500 unless the test picks one),
 # so two of them side by side would take each other's port. A test of these modules that builds a
-# namespace bed instead runs its jobs inside the nodes' namespaces and is not held to this.
+# namespace bed instead runs its jobs inside the nodes' namespaces and is not held to this (the
+# README run, ``readme_first_command``, has a network namespace of its own).
 THIS_HOST_PORT_MODULES = frozenset({"test_e2e", "test_evalpython", "test_network_local", "test_readme",
                                     "test_sigterm", "test_targets"})
 THIS_HOST_PORTS = "this-host-rdzv-ports"
-BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke"})
+BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke", "readme_first_command"})
 
 
 def _shared_fixtures(item) -> list[str]:
@@ -256,3 +257,20 @@ def four_node_smoke():
         yield SmokeRun(cluster, result, tcsh_node)
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def readme_first_command(tmp_path_factory):
+    """The README's first command after its apt-get step, run once per session as a new user runs it
+    (see ``tests/readmerun.ReadmeRun``): a fresh venv without torch, the package installed from a
+    copy of the checkout, `clustereval run --profile quick` with no cluster.toml, the eval Python
+    built from pip's configured index into a fresh venv cache. The run is the expensive part (a torch
+    build, then the quick profile's measurements); the tests that read it assert different things
+    about the same run, in test_readme.py and test_e2e.py."""
+    from tests.readmerun import ReadmeRun, first_command
+
+    run = ReadmeRun(tmp_path_factory.mktemp("readme"))
+    run.start(first_command((REPO / "README.md").read_text()), timeout=2300)
+    if run.skip_reason:
+        pytest.skip(run.skip_reason)
+    return run

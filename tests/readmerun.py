@@ -1,0 +1,130 @@
+"""The README's first command, run once per test session as a new user runs it (the
+``readme_first_command`` fixture in ``tests/conftest.py``): read by ``tests/test_readme.py`` (the
+command as written works where pip's configured index is the only one) and ``tests/test_e2e.py``
+(what its report says and leaves behind)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+# where a run on this machine with no cluster.toml puts its scratch (local_scratch's default, then
+# the user's folder) and its eval venv cache; the run gets a fresh, private folder at each
+CACHE = "/tmp/clustereval-venvs"
+
+
+def first_command(readme: str) -> str:
+    """The README's first set-up command: the first ```bash block that runs `clustereval run`."""
+    for block in re.findall(r"```bash\n(.*?)```", readme, re.DOTALL):
+        if "clustereval run" in block:
+            lines = [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            assert len(lines) == 1, "the fresh-machine command is one line a reader can paste"
+            return lines[0].strip()
+    raise AssertionError("the README has no set-up command that runs clustereval")
+
+
+def checkout_copy(dest: Path) -> Path:
+    """The tracked files of this checkout (what a clone has), so `pip install .` builds nothing here."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    for rel in filter(None, files.stdout.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def scratch_user() -> str:
+    """The user folder a run here makes under ``local_scratch`` (as ``config.scratch_user`` finds it)."""
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "clustereval"
+
+
+def private_namespace_argv(binds: dict[str, Path], hosts: Path) -> list[str] | None:
+    """argv prefix that runs a command in its own mount and network namespaces, or None when this
+    machine cannot (as root ``unshare``, else an unprivileged user namespace). Each key's folder is
+    replaced by its value (a bind mount no other process sees); the network is loopback alone, so
+    the run's rendezvous ports are its own and no other test's, and ``hosts`` (written here: this
+    machine's /etc/hosts with its hostname on 127.0.1.1, where a container maps it to an address
+    the namespace lacks) is its /etc/hosts."""
+    name = socket.gethostname()
+    original = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}\n{original}")
+    binds = {**binds, "/etc/hosts": hosts}
+    flags = ["--mount", "--propagation", "private", "--net"]
+    if os.geteuid() != 0:
+        flags = ["--user", "--map-root-user", *flags]
+    mounts = " && ".join(f'mount --bind "${i + 1}" "{target}"' for i, target in enumerate(binds))
+    argv = ["unshare", *flags, "sh", "-c", f'{mounts} && ip link set lo up && shift {len(binds)} && exec "$@"', "sh",
+            *(str(v) for v in binds.values())]
+    probe = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=60)
+    return argv if probe.returncode == 0 else None
+
+
+class ReadmeRun:
+    """The README's first command after its apt-get step, in a fresh venv that has neither torch nor
+    clustereval, from a copy of the checkout (``src``, also the working folder: the report lands in
+    ``src/reports``). The run's scratch user folder under ``/tmp`` and the eval venv cache are
+    fresh folders of this run (``scratch``, ``venvs``), so the eval Python is really built and the
+    scratch left behind is this run's alone; its network is loopback alone (its rendezvous ports are
+    its own, so it runs beside the tests that use this machine's)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.src = root / "clustereval"
+        self.venv = root / "env"
+        self.scratch = root / "scratch"
+        self.venvs = root / "venvs"
+        self.env: dict[str, str] = {}
+        self.result: subprocess.CompletedProcess | None = None
+        self.skip_reason = ""
+
+    @property
+    def work(self) -> Path:
+        return self.src
+
+    def clustereval(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.venv / "bin" / "clustereval"), *args], cwd=self.work, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, line: str, timeout: float) -> None:
+        after_apt = line[line.index("PIP_BREAK_SYSTEM_PACKAGES=1 "):]
+        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True, timeout=300)
+        checkout_copy(self.src)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env['PATH']}"
+        # the PyTorch index is unreachable (every https request but PyPI's goes to a closed port), so
+        # the eval Python is built from pip's configured index
+        env.update({"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+                    "no_proxy": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1",
+                    "NO_PROXY": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1"})
+        self.env = env
+        user_scratch = f"/tmp/{scratch_user()}"
+        self.scratch.mkdir()
+        self.venvs.mkdir()
+        for target in (user_scratch, CACHE):  # a bind mount needs its mount point
+            Path(target).mkdir(exist_ok=True)
+        prefix = private_namespace_argv({user_scratch: self.scratch, CACHE: self.venvs}, self.root / "hosts")
+        if prefix is None:
+            self.skip_reason = ("neither `unshare --mount --net` (root) nor a user namespace is available: the "
+                                "README run needs its own /tmp scratch, venv cache and ports")
+            return
+        assert subprocess.run([str(self.venv / "bin" / "python3"), "-c", "import torch"], capture_output=True,
+                              env=env).returncode != 0
+        self.result = subprocess.run([*prefix, "bash", "-c", after_apt], cwd=self.src, env=env, capture_output=True,
+                                     text=True, timeout=timeout)
+
+    @property
+    def output(self) -> str:
+        assert self.result is not None
+        return self.result.stdout + self.result.stderr
