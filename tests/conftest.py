@@ -53,12 +53,11 @@ def has_gpu() -> bool:
 # Tests that start torchrun, a gloo rendezvous or a whole `clustereval run` on this machine's own
 # network (access = "local"): they meet at the config's rdzv_port (29500 unless the test picks one),
 # so two of them side by side would take each other's port. A test of these modules that builds a
-# namespace bed instead runs its jobs inside the nodes' namespaces and is not held to this (the
-# README run, ``readme_first_command``, has a network namespace of its own).
+# namespace bed instead runs its jobs inside the nodes' namespaces and is not held to this.
 THIS_HOST_PORT_MODULES = frozenset({"test_e2e", "test_evalpython", "test_network_local", "test_readme",
                                     "test_sigterm", "test_targets"})
 THIS_HOST_PORTS = "this-host-rdzv-ports"
-BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke", "readme_first_command"})
+BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke"})
 
 
 def _shared_fixtures(item) -> list[str]:

@@ -9,7 +9,6 @@ import getpass
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -50,22 +49,16 @@ def scratch_user() -> str:
         return "clustereval"
 
 
-def private_namespace_argv(binds: dict[str, Path], hosts: Path) -> list[str] | None:
-    """argv prefix that runs a command in its own mount and network namespaces, or None when this
-    machine cannot (as root ``unshare``, else an unprivileged user namespace). Each key's folder is
-    replaced by its value (a bind mount no other process sees); the network is loopback alone, so
-    the run's rendezvous ports are its own and no other test's, and ``hosts`` (written here: this
-    machine's /etc/hosts with its hostname on 127.0.1.1, where a container maps it to an address
-    the namespace lacks) is its /etc/hosts."""
-    name = socket.gethostname()
-    original = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
-    hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}\n{original}")
-    binds = {**binds, "/etc/hosts": hosts}
-    flags = ["--mount", "--propagation", "private", "--net"]
+def private_mounts_argv(binds: dict[str, Path]) -> list[str] | None:
+    """argv prefix that runs a command in its own mount namespace with each key's folder replaced by
+    its value (a bind mount no other process sees), or None when this machine cannot: as root
+    ``unshare --mount``, else an unprivileged user namespace. The network stays this machine's: the
+    run meets pip's configured index and the closed PyTorch index as the command on this machine does."""
+    flags = ["--mount", "--propagation", "private"]
     if os.geteuid() != 0:
         flags = ["--user", "--map-root-user", *flags]
     mounts = " && ".join(f'mount --bind "${i + 1}" "{target}"' for i, target in enumerate(binds))
-    argv = ["unshare", *flags, "sh", "-c", f'{mounts} && ip link set lo up && shift {len(binds)} && exec "$@"', "sh",
+    argv = ["unshare", *flags, "sh", "-c", f'{mounts} && shift {len(binds)} && exec "$@"', "sh",
             *(str(v) for v in binds.values())]
     probe = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=60)
     return argv if probe.returncode == 0 else None
@@ -76,8 +69,8 @@ class ReadmeRun:
     clustereval, from a copy of the checkout (``src``, also the working folder: the report lands in
     ``src/reports``). The run's scratch user folder under ``/tmp`` and the eval venv cache are
     fresh folders of this run (``scratch``, ``venvs``), so the eval Python is really built and the
-    scratch left behind is this run's alone; its network is loopback alone (its rendezvous ports are
-    its own, so it runs beside the tests that use this machine's)."""
+    scratch left behind is this run's alone. It meets at this machine's default rendezvous port, so
+    its readers stay in the group of tests that use this machine's ports (``tests/conftest.py``)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -114,10 +107,10 @@ class ReadmeRun:
         self.venvs.mkdir()
         for target in (user_scratch, CACHE):  # a bind mount needs its mount point
             Path(target).mkdir(exist_ok=True)
-        prefix = private_namespace_argv({user_scratch: self.scratch, CACHE: self.venvs}, self.root / "hosts")
+        prefix = private_mounts_argv({user_scratch: self.scratch, CACHE: self.venvs})
         if prefix is None:
-            self.skip_reason = ("neither `unshare --mount --net` (root) nor a user namespace is available: the "
-                                "README run needs its own /tmp scratch, venv cache and ports")
+            self.skip_reason = ("neither `unshare --mount` (root) nor a user namespace is available: the README "
+                                "run needs a /tmp scratch and eval venv cache of its own")
             return
         assert subprocess.run([str(self.venv / "bin" / "python3"), "-c", "import torch"], capture_output=True,
                               env=env).returncode != 0
