@@ -5,19 +5,29 @@ command as written works where pip's configured index is the only one) and ``tes
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+from clustereval.config import Config
+from clustereval.phases.venvcache import cache_root_of
 from tests.conftest import REPO
 
-# where a run on this machine with no cluster.toml puts its scratch (local_scratch's default, then
-# the user's folder) and its eval venv cache; the run gets a fresh, private folder at each
-CACHE = "/tmp/clustereval-venvs"
+_DEFAULTS = {f.name: f for f in fields(Config)}
+
+
+def default_scratch() -> str:
+    """``local_scratch`` when no cluster.toml names it."""
+    return str(_DEFAULTS["local_scratch"].default)
+
+
+def scratch_user() -> str:
+    """The user folder a run here makes under ``local_scratch`` (``Config.scratch_user``'s default)."""
+    return str(_DEFAULTS["scratch_user"].default_factory())
 
 
 def first_command(readme: str) -> str:
@@ -41,14 +51,6 @@ def checkout_copy(dest: Path) -> Path:
     return dest
 
 
-def scratch_user() -> str:
-    """The user folder a run here makes under ``local_scratch`` (as ``config.scratch_user`` finds it)."""
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
-        return "clustereval"
-
-
 def private_mounts_argv(binds: dict[str, Path]) -> list[str] | None:
     """argv prefix that runs a command in its own mount namespace with each key's folder replaced by
     its value (a bind mount no other process sees), or None when this machine cannot: as root
@@ -67,7 +69,8 @@ def private_mounts_argv(binds: dict[str, Path]) -> list[str] | None:
 class ReadmeRun:
     """The README's first command after its apt-get step, in a fresh venv that has neither torch nor
     clustereval, from a copy of the checkout (``src``, also the working folder: the report lands in
-    ``src/reports``). The run's scratch user folder under ``/tmp`` and the eval venv cache are
+    ``src/reports``). The run's scratch user folder under the default ``local_scratch`` and the eval
+    venv cache there are
     fresh folders of this run (``scratch``, ``venvs``), so the eval Python is really built and the
     scratch left behind is this run's alone. It meets at this machine's default rendezvous port, so
     its readers stay in the group of tests that use this machine's ports (``tests/conftest.py``)."""
@@ -102,12 +105,13 @@ class ReadmeRun:
                     "no_proxy": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1",
                     "NO_PROXY": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1"})
         self.env = env
-        user_scratch = f"/tmp/{scratch_user()}"
+        user_scratch = f"{default_scratch().rstrip('/')}/{scratch_user()}"
+        cache, _shared = cache_root_of((), default_scratch())
         self.scratch.mkdir()
         self.venvs.mkdir()
-        for target in (user_scratch, CACHE):  # a bind mount needs its mount point
+        for target in (user_scratch, cache):  # a bind mount needs its mount point
             Path(target).mkdir(exist_ok=True)
-        prefix = private_mounts_argv({user_scratch: self.scratch, CACHE: self.venvs})
+        prefix = private_mounts_argv({user_scratch: self.scratch, cache: self.venvs})
         if prefix is None:
             self.skip_reason = ("neither `unshare --mount` (root) nor a user namespace is available: the README "
                                 "run needs a /tmp scratch and eval venv cache of its own")
