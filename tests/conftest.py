@@ -278,3 +278,20 @@ def four_node_smoke():
         yield SmokeRun(cluster, result, tcsh_node)
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def readme_first_command(tmp_path_factory):
+    """The README's first command after its apt-get step, run once per session as a new user runs it
+    (see ``tests/readmerun.ReadmeRun``): a fresh venv without torch, the package installed from a
+    copy of the checkout, `clustereval run --profile quick` with no cluster.toml, the eval Python
+    built from pip's configured index into a fresh venv cache. The run is the expensive part (a torch
+    build, then the quick profile's measurements); the tests that read it assert different things
+    about the same run, in test_readme.py and test_e2e.py."""
+    from tests.readmerun import ReadmeRun, first_command
+
+    run = ReadmeRun(tmp_path_factory.mktemp("readme"))
+    run.start(first_command((REPO / "README.md").read_text()), timeout=2300)
+    if run.skip_reason:
+        pytest.skip(run.skip_reason)
+    return run

@@ -51,6 +51,7 @@ def _ctx(cluster, tmp_path, name: str) -> RunContext:
     return RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store)
 
 
+@pytest.mark.timeout(900)  # a real torch install, then two runs' checks: past the default 300 s on a busy machine
 def test_each_node_builds_its_venv_a_lost_node_costs_itself_and_the_next_run_reuses_it(netns_cluster, tmp_path):
     why = node_wheels(tmp_path / "wheels")
     if why:

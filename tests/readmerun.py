@@ -1,0 +1,127 @@
+"""The README's first command, run once per test session as a new user runs it (the
+``readme_first_command`` fixture in ``tests/conftest.py``): read by ``tests/test_readme.py`` (the
+command as written works where pip's configured index is the only one) and ``tests/test_e2e.py``
+(what its report says and leaves behind)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from clustereval.config import Config
+from clustereval.phases.venvcache import cache_root_of
+from tests.conftest import REPO
+
+_DEFAULTS = {f.name: f for f in fields(Config)}
+
+
+def default_scratch() -> str:
+    """``local_scratch`` when no cluster.toml names it."""
+    return str(_DEFAULTS["local_scratch"].default)
+
+
+def scratch_user() -> str:
+    """The user folder a run here makes under ``local_scratch`` (``Config.scratch_user``'s default)."""
+    return str(_DEFAULTS["scratch_user"].default_factory())
+
+
+def first_command(readme: str) -> str:
+    """The README's first set-up command: the first ```bash block that runs `clustereval run`."""
+    for block in re.findall(r"```bash\n(.*?)```", readme, re.DOTALL):
+        if "clustereval run" in block:
+            lines = [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            assert len(lines) == 1, "the fresh-machine command is one line a reader can paste"
+            return lines[0].strip()
+    raise AssertionError("the README has no set-up command that runs clustereval")
+
+
+def checkout_copy(dest: Path) -> Path:
+    """The tracked files of this checkout (what a clone has), so `pip install .` builds nothing here."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    for rel in filter(None, files.stdout.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def private_mounts_argv(binds: dict[str, Path]) -> list[str] | None:
+    """argv prefix that runs a command in its own mount namespace with each key's folder replaced by
+    its value (a bind mount no other process sees), or None when this machine cannot: as root
+    ``unshare --mount``, else an unprivileged user namespace. The network stays this machine's: the
+    run meets pip's configured index and the closed PyTorch index as the command on this machine does."""
+    flags = ["--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        flags = ["--user", "--map-root-user", *flags]
+    mounts = " && ".join(f'mount --bind "${i + 1}" "{target}"' for i, target in enumerate(binds))
+    argv = ["unshare", *flags, "sh", "-c", f'{mounts} && shift {len(binds)} && exec "$@"', "sh",
+            *(str(v) for v in binds.values())]
+    probe = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=60)
+    return argv if probe.returncode == 0 else None
+
+
+class ReadmeRun:
+    """The README's first command after its apt-get step, in a fresh venv that has neither torch nor
+    clustereval, from a copy of the checkout (``src``, also the working folder: the report lands in
+    ``src/reports``). The run's scratch user folder under the default ``local_scratch`` and the eval
+    venv cache there are
+    fresh folders of this run (``scratch``, ``venvs``), so the eval Python is really built and the
+    scratch left behind is this run's alone. It meets at this machine's default rendezvous port, so
+    its readers stay in the group of tests that use this machine's ports (``tests/conftest.py``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.src = root / "clustereval"
+        self.venv = root / "env"
+        self.scratch = root / "scratch"
+        self.venvs = root / "venvs"
+        self.env: dict[str, str] = {}
+        self.result: subprocess.CompletedProcess | None = None
+        self.skip_reason = ""
+
+    @property
+    def work(self) -> Path:
+        return self.src
+
+    def clustereval(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.venv / "bin" / "clustereval"), *args], cwd=self.work, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, line: str, timeout: float) -> None:
+        after_apt = line[line.index("PIP_BREAK_SYSTEM_PACKAGES=1 "):]
+        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True, timeout=300)
+        checkout_copy(self.src)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env['PATH']}"
+        # the PyTorch index is unreachable (every https request but PyPI's goes to a closed port), so
+        # the eval Python is built from pip's configured index
+        env.update({"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+                    "no_proxy": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1",
+                    "NO_PROXY": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1"})
+        self.env = env
+        user_scratch = f"{default_scratch().rstrip('/')}/{scratch_user()}"
+        cache, _shared = cache_root_of((), default_scratch())
+        self.scratch.mkdir()
+        self.venvs.mkdir()
+        for target in (user_scratch, cache):  # a bind mount needs its mount point
+            Path(target).mkdir(exist_ok=True)
+        prefix = private_mounts_argv({user_scratch: self.scratch, cache: self.venvs})
+        if prefix is None:
+            self.skip_reason = ("neither `unshare --mount` (root) nor a user namespace is available: the README "
+                                "run needs a /tmp scratch and eval venv cache of its own")
+            return
+        assert subprocess.run([str(self.venv / "bin" / "python3"), "-c", "import torch"], capture_output=True,
+                              env=env).returncode != 0
+        self.result = subprocess.run([*prefix, "bash", "-c", after_apt], cwd=self.src, env=env, capture_output=True,
+                                     text=True, timeout=timeout)
+
+    @property
+    def output(self) -> str:
+        assert self.result is not None
+        return self.result.stdout + self.result.stderr
