@@ -258,6 +258,9 @@ def four_node_smoke():
         cluster.close()
 
 
+PAIRWISE_RATE_MBIT = 50  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
+
+
 class PairwiseCommand:
     """One command of ``four_node_pairwise``: how it ended, its run folder, and every path under the
     nodes' scratch roots right after it (the bed itself is gone by the time a test reads it)."""
@@ -322,5 +325,3 @@ def four_node_pairwise(tmp_path_factory):
         cluster.close()
     return bed
 
-
-PAIRWISE_RATE_MBIT = 50  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
