@@ -57,7 +57,7 @@ def has_gpu() -> bool:
 THIS_HOST_PORT_MODULES = frozenset({"test_e2e", "test_evalpython", "test_network_local", "test_readme",
                                     "test_sigterm", "test_targets"})
 THIS_HOST_PORTS = "this-host-rdzv-ports"
-BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke"})
+BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke", "four_node_pairwise"})
 
 
 def _shared_fixtures(item) -> list[str]:
@@ -295,3 +295,71 @@ def readme_first_command(tmp_path_factory):
     if run.skip_reason:
         pytest.skip(run.skip_reason)
     return run
+
+PAIRWISE_RATE_MBIT = 50  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
+
+
+class PairwiseCommand:
+    """One command of ``four_node_pairwise``: how it ended, its run folder, and every path under the
+    nodes' scratch roots right after it (the bed itself is gone by the time a test reads it)."""
+
+    def __init__(self, argv: list[str], result: subprocess.CompletedProcess, raw: Path | None,
+                 scratch_paths: list[Path], scratch_dirs: set[Path]) -> None:
+        self.argv = argv
+        self.result = result
+        self.raw = raw  # reports/raw-<name>-... this command made (None when it made none)
+        self.scratch_paths = scratch_paths  # every file and folder under the scratch roots, sorted
+        self.scratch_dirs = scratch_dirs  # those of them that are folders
+
+
+class PairwiseBed:
+    """The 4-node bed's pairwise commands, in the order they ran (see ``four_node_pairwise``)."""
+
+    def __init__(self, names: list[str], slow: str, reports: Path, scratch_roots: list[Path],
+                 shared_root: Path) -> None:
+        self.names = names  # the nodes' names, node0 first
+        self.slow = slow  # the node whose link was held to PAIRWISE_RATE_MBIT for the last two commands
+        self.reports = reports
+        self.scratch_roots = scratch_roots  # each node's own local_scratch, seen from this machine
+        self.shared_root = shared_root
+        self.commands: dict[str, PairwiseCommand] = {}
+
+
+@pytest.fixture(scope="session")
+def four_node_pairwise(tmp_path_factory):
+    """The suite's pairwise hunts on the 4-node SSH bed (gloo, one rank a node), three commands in
+    this order: ``clustereval pairwise`` on the even bed (``commands["even"]``), then with node2's
+    link held to ``PAIRWISE_RATE_MBIT`` both ways ``clustereval pairwise`` (``"slow"``) and
+    ``clustereval debug nccl --sample-seconds 0.3`` (``"debug"``), each with the commands' default
+    payload and samples. Read by the tests of the exit status, the fleet verdicts, the debug
+    workflow's ranking and the scratch each command leaves.
+
+    Each command is a whole hunt (six torchrun pairs in three rounds); the tests read different
+    things of the same commands, so they run once per session. The bed is closed once they ran:
+    the reports, and a listing of every node's scratch after each command, stay."""
+    from tests.testbed import NetnsCluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    reports = tmp_path_factory.mktemp("pairwise") / "reports"
+    cluster = NetnsCluster.create(4)
+    try:
+        config = cluster.write_config(rdzv_port=20000 + cluster.ssh_port % 9000, cpu_ranks_per_node=1,
+                                      reports_dir=str(reports))
+        roots = [cluster.node_scratch_dir(i) for i in range(4)]
+        bed = PairwiseBed([n.name for n in cluster.nodes], cluster.nodes[2].name, reports, roots, cluster.shared_dir)
+        for key, argv in (("even", ["pairwise"]), ("slow", ["pairwise"]),
+                          ("debug", ["debug", "nccl", "--sample-seconds", "0.3"])):
+            if key == "slow":
+                cluster.shape(2, rate_mbit=PAIRWISE_RATE_MBIT)
+            before = set(reports.glob("raw-*")) if reports.exists() else set()
+            result = run_cli(*argv, "--config", str(config), cwd=cluster.workdir, timeout=600)
+            made = sorted(set(reports.glob("raw-*")) - before) if reports.exists() else []
+            paths = sorted(p for root in [*roots, cluster.shared_dir] for p in root.rglob("*"))
+            bed.commands[key] = PairwiseCommand(argv, result, made[0] if made else None, paths,
+                                                {p for p in paths if p.is_dir()})
+    finally:
+        cluster.close()
+    return bed
+

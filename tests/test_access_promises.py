@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -118,18 +117,13 @@ def test_preflight_keeps_the_gloo_logs_its_gaps_point_to(netns_cluster, tmp_path
     assert "launcher refused on this node" in (raw / "preflight" / f"gloo-{broken}.log").read_text()
 
 
-@pytest.mark.timeout(1500)
-def test_pairwise_exits_1_naming_a_rate_limited_node_and_0_without_it(netns_cluster, tmp_path):
-    cluster = netns_cluster(4)
-    path = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=_rdzv_port(cluster), cpu_ranks_per_node=1,
-                                reports_dir=str(tmp_path / "reports"))
-    even = run_cli("pairwise", "--config", str(path), cwd=tmp_path, timeout=500)
-    assert even.returncode == 0, even.stdout[-3000:] + even.stderr[-2000:]
-    slow = cluster.nodes[2].name
-    cluster.shape(2, rate_mbit=200)
-    proc = run_cli("pairwise", "--config", str(path), cwd=tmp_path, timeout=500)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    records = sorted(Path(tmp_path / "reports").glob("raw-*-pairwise-*/pairwise.record.json"))
-    assert len(records) == 2
-    first, second = (json.loads(p.read_text()) for p in records)
-    assert first["stragglers"] == [] and second["stragglers"] == [slow]
+@pytest.mark.timeout(1800)
+def test_pairwise_exits_1_naming_a_rate_limited_node_and_0_without_it(four_node_pairwise):
+    bed = four_node_pairwise
+    even, slow = bed.commands["even"], bed.commands["slow"]  # the second with node2's link rate-limited
+    assert even.result.returncode == 0, even.result.stdout[-3000:] + even.result.stderr[-2000:]
+    assert slow.result.returncode == 1, slow.result.stdout[-3000:] + slow.result.stderr[-2000:]
+    records = sorted(bed.reports.glob("raw-*-pairwise-*/pairwise.record.json"))
+    assert len(records) == 2 and {even.raw, slow.raw} == {p.parent for p in records}
+    first, second = (json.loads((c.raw / "pairwise.record.json").read_text()) for c in (even, slow))
+    assert first["stragglers"] == [] and second["stragglers"] == [bed.slow]

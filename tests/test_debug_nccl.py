@@ -159,17 +159,15 @@ def test_cli_needs_two_nodes_or_saved_pairs(tmp_path):
 
 
 @pytest.mark.slow
-def test_workflow_names_the_rate_limited_node_first(cluster3, tmp_path):
-    """The real pairwise hunt (gloo across the namespaces) with node 1's link rate-limited by tc."""
-    config = cluster3.write_config(tmp_path / "cluster.toml", reports_dir=str(tmp_path / "reports"),
-                                   rdzv_port=20000 + cluster3.ssh_port % 9000, cpu_ranks_per_node=1)
-    slow = cluster3.nodes[1].name
-    cluster3.shape(1, rate_mbit=200)
-    proc = run_cli("debug", "nccl", "--config", str(config), "--sample-seconds", "0.3", cwd=tmp_path, timeout=500)
+@pytest.mark.timeout(1800)
+def test_workflow_names_the_rate_limited_node_first(four_node_pairwise):
+    """The real pairwise hunt (gloo across the namespaces) with node 2's link rate-limited by tc."""
+    command = four_node_pairwise.commands["debug"]
+    slow, proc = four_node_pairwise.slow, command.result
     assert proc.returncode == 1, proc.stderr[-3000:]  # a straggler named fails the check
     lines = proc.stdout.splitlines()
     ranked = [ln for ln in lines if re.match(r"^\s+\d+\. ", ln)]
-    assert ranked[0].strip().startswith(f"1. {slow}: named by the pairwise hunt: 2 of 2 pairs slow"), proc.stdout
+    assert ranked[0].strip().startswith(f"1. {slow}: named by the pairwise hunt: 3 of 3 pairs slow"), proc.stdout
     assert any(ln.strip().startswith("pair ") and slow in ln and "% vs the limit)" in ln for ln in lines)
     assert "5% under the slowest sample of the healthy pairs" in proc.stdout and "below the mean" not in proc.stdout
     assert "evidence: " in proc.stdout and f"{slow}.tar.gz" in proc.stdout

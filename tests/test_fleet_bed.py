@@ -5,36 +5,21 @@ says the smallest shortfall the run could have found. Both report sentences pass
 gloo on CPU ranks on a shared build machine: the load moves a node's pairs by more than the default
 2% threshold from round to round (a real, repeatable shortfall as far as the samples can tell, but
 of the machine, not the link), so the bed judges at a 10% practical threshold; a link held to
-50 Mbit/s is far below either."""
+50 Mbit/s (``conftest.PAIRWISE_RATE_MBIT``) is far below either."""
 
 from __future__ import annotations
-
-import sys
 
 import pytest
 
 from clustereval.analysis.fleet import fleet_judgements
 from clustereval.analysis.fleetstats import VerdictPolicy
-from clustereval.config import load_config
-from clustereval.phases.base import RunContext
-from clustereval.phases.pairwise import run_pairwise
-from clustereval.phases.settings import PairwiseSettings
+from clustereval.records import loads
+from clustereval.records.network import PairwiseRecord
 from clustereval.report.fleet import fleet_findings
 from clustereval.report.lint import lint_text
-from clustereval.store import RunState, RunStore
-from tests.test_network_rendezvous_modes import free_port
 
 BED_POLICY = VerdictPolicy(threshold_frac=0.10)
-SETTINGS = PairwiseSettings(payload_bytes=2 * 2**20, samples_per_pair=5)
-
-
-def _context(tmp_path, cluster, name: str) -> RunContext:
-    path = cluster.write_config(tmp_path / f"{name}.toml", rdzv_port=free_port(), cpu_ranks_per_node=1,
-                                reports_dir=str(tmp_path / name), eval_python=sys.executable)
-    store = RunStore.create(tmp_path / name, name)
-    store.save_state(RunState(name=name, stamp="s"))
-    return RunContext(config=load_config(path), transport=cluster.transport(), nodes=cluster.cluster_nodes(),
-                      store=store, eval_python=sys.executable)
+HUNT = (2 * 2**20, 5)  # bytes a pair all-reduces and samples a pair: the gloo hunt's defaults
 
 
 def _lint_bullets(findings) -> list:
@@ -48,12 +33,14 @@ def _lint_bullets(findings) -> list:
 
 
 @pytest.mark.timeout(1800)
-def test_a_rate_limited_node_is_named_with_its_confidence_and_nobody_else(tmp_path, netns_cluster):
-    cluster = netns_cluster(4)
-    names = [n.name for n in cluster.nodes]
+def test_a_rate_limited_node_is_named_with_its_confidence_and_nobody_else(four_node_pairwise):
+    bed = four_node_pairwise
+    names = bed.names
 
-    cluster.shape(2, rate_mbit=50)
-    slow = run_pairwise(_context(tmp_path, cluster, "slow"), settings=SETTINGS)
+    # `clustereval pairwise` with node2's link rate-limited, then the same hunt before it was
+    slow, calm = (loads(PairwiseRecord, (bed.commands[key].raw / "pairwise.record.json").read_text())
+                  for key in ("slow", "even"))
+    assert (slow.payload_bytes, slow.samples_per_pair) == (calm.payload_bytes, calm.samples_per_pair) == HUNT
     assert slow.stragglers == [names[2]], [(p.a, p.b, p.samples_gb_s, p.error) for p in slow.pairs]
     (kind,) = fleet_judgements({"pairwise": slow}, BED_POLICY)
     (group,) = kind.groups
@@ -63,8 +50,6 @@ def test_a_rate_limited_node_is_named_with_its_confidence_and_nobody_else(tmp_pa
     assert found.text.startswith(f"fleet-relative: `{names[2]}` — pairwise all-reduce busbw ")
     assert "slower than its peers at 99% confidence, corrected for the 4 nodes judged" in found.text
 
-    cluster.unshape(2)
-    calm = run_pairwise(_context(tmp_path, cluster, "calm"), settings=SETTINGS)
     assert calm.stragglers == [] and all(p.busbw_gb_s is not None for p in calm.pairs)
     (kind,) = fleet_judgements({"pairwise": calm}, BED_POLICY)
     (group,) = kind.groups

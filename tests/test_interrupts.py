@@ -116,31 +116,35 @@ def test_ctrl_c_during_the_inter_node_sweep_leaves_no_launch_behind(netns_cluste
     assert _leftover_files(*roots) == []
 
 
-def _outside_trash(root: Path) -> list[str]:
-    """What a scratch root holds besides the user's folder and its trash: what a command left."""
-    left = []
-    for path in sorted(root.rglob("*")) if root.exists() else []:
-        parts = path.relative_to(root).parts
-        if "trash" in parts or (len(parts) == 1 and path.is_dir()):
-            continue
-        left.append(str(path))
-    return left
+def _under(roots: list[Path], command) -> list[tuple[Path, Path, tuple[str, ...]]]:  # noqa: ANN001
+    """(root, path, its parts below the root) for every path under ``roots`` right after ``command``
+    (a ``conftest.PairwiseCommand``)."""
+    out = []
+    for path in command.scratch_paths:
+        for root in roots:
+            if str(path).startswith(f"{root}/"):
+                out.append((root, path, path.relative_to(root).parts))
+    return out
 
 
-@pytest.mark.timeout(1500)
-def test_pairwise_and_debug_nccl_leave_no_scratch_on_any_node(netns_cluster, tmp_path):
-    cluster = netns_cluster(4)
-    config = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=20000 + cluster.ssh_port % 9000,
-                                  cpu_ranks_per_node=1, reports_dir=str(tmp_path / "reports"))
-    roots = [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
-    trashed_before: set[Path] = set()
-    for command in (["pairwise", "--payload-mib", "1"], ["debug", "nccl", "--sample-seconds", "0.2"]):
-        proc = run_cli(*command, "--config", str(config), cwd=tmp_path, timeout=600)
-        # 1 when the hunt names a node (a loaded machine can slow one): scratch is cleared either way
+@pytest.mark.timeout(1800)
+def test_pairwise_and_debug_nccl_leave_no_scratch_on_any_node(four_node_pairwise):
+    bed = four_node_pairwise
+    roots = [*bed.scratch_roots, bed.shared_root]
+    trashed_before: set[tuple[Path, Path]] = set()
+    for key in ("even", "slow", "debug"):  # pairwise, pairwise with a rate-limited node, debug nccl
+        command = bed.commands[key]
+        proc = command.result
+        # 1 when the hunt names a node (the rate-limited one, or one a loaded machine slowed): scratch is
+        # cleared either way
         assert proc.returncode in (0, 1) and "error[" not in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
-        assert [p for root in roots for p in _outside_trash(root)] == [], command
+        under = _under(roots, command)
+        # what a scratch root held besides the user's folder and its trash: what the command left
+        left = [str(p) for _, p, parts in under
+                if "trash" not in parts and not (len(parts) == 1 and p in command.scratch_dirs)]
+        assert left == [], command.argv
         # the command did write scratch on every node (the package, torchrun's folders): all of it went to trash
-        trashed = {p for root in roots for p in root.glob("*/trash/*/cluster-eval-*")}
-        assert {cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))} <= {
-            root for root in roots for p in trashed - trashed_before if root in p.parents}, command
+        trashed = {(root, p) for root, p, parts in under
+                   if len(parts) == 4 and parts[1] == "trash" and p.name.startswith("cluster-eval-")}
+        assert set(bed.scratch_roots) <= {root for root, _ in trashed - trashed_before}, command.argv
         trashed_before = trashed

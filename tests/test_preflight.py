@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
 import sys
 import time
 
@@ -15,6 +18,7 @@ from clustereval.probes.preflight import (
     parse_env_dump,
     parse_node_probe,
 )
+from clustereval.probes.torchrun import PROBE_SNIPPET
 from clustereval.records import dumps, loads
 from clustereval.records.network import RendezvousProbe
 from clustereval.records.run import PreflightRecord
@@ -87,6 +91,36 @@ def test_rendezvous_plan_fixes_loopback_hostnames(tmp_path):
     plan = plan_rendezvous(blind, "10.0.0.1", {n.name: n.address for n in nodes})
     assert plan.is_host_node == "a" and len(plan.local_addrs) == 3
     assert any("cannot resolve the hostname of b" in r for r in plan.reasons)
+
+
+def _probe_answer(*python_flags: str) -> tuple[dict, set[str]]:
+    """The rendezvous probe's JSON on this machine, and every module its interpreter looked for."""
+    proc = subprocess.run([sys.executable, *python_flags, "-X", "importtime", "-c", PROBE_SNIPPET, "127.0.0.1", "29500",
+                           "127.0.0.1", "192.0.2.1", socket.gethostname()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+    return json.loads(proc.stdout.strip().splitlines()[-1]), imported
+
+
+def test_the_rendezvous_probe_gives_torchs_own_answers_and_imports_torch_only_for_a_gpu_build():
+    import torch
+    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+
+    answer, imported = _probe_answer()
+    peers = ["127.0.0.1", "192.0.2.1", socket.gethostname()]
+    assert answer["error"] == ""
+    assert answer["matches_endpoint"] is _matches_machine_hostname("127.0.0.1")
+    assert answer["matches"] == {p: _matches_machine_hostname(p) for p in peers}
+    assert answer["num_gpus"] == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    # a CPU build cannot see a GPU: its `import torch` (seconds on every node, every run) is skipped
+    gpu_build = bool(torch.version.cuda or getattr(torch.version, "hip", None))
+    assert ("torch" in imported) == gpu_build, sorted(imported)
+
+
+def test_the_rendezvous_probe_without_torch_says_so():
+    answer, _ = _probe_answer("-S")  # no site-packages: torch cannot be found
+    assert answer["num_gpus"] == 0 and answer["matches"] == {} and answer["matches_endpoint"] is None
+    assert "No module named 'torch'" in answer["error"], answer
 
 
 def test_missing_items_stop_before_any_node_is_contacted(tmp_path):

@@ -77,15 +77,35 @@ try:
                 break
 except Exception:
     pass
+
+def torch_file(rel):
+    # one of torch's own standard-library-only modules, run from its file: torch's exact code without
+    # the seconds `import torch` costs on every node (None where torch or the file is not there)
+    try:
+        import importlib.util
+        found = importlib.util.find_spec("torch")
+        path = os.path.join(os.path.dirname(found.origin), *rel.split("/"))
+        spec = importlib.util.spec_from_file_location("_clustereval_torch_" + rel.split("/")[-1][:-3], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except Exception:
+        return None
+
 try:
-    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
-    out["matches_endpoint"] = bool(_matches_machine_hostname(host))
-    out["matches"] = {p: bool(_matches_machine_hostname(p)) for p in peers}
+    utils = torch_file("distributed/elastic/rendezvous/utils.py")
+    if utils is None:
+        from torch.distributed.elastic.rendezvous import utils
+    out["matches_endpoint"] = bool(utils._matches_machine_hostname(host))
+    out["matches"] = {p: bool(utils._matches_machine_hostname(p)) for p in peers}
 except Exception as exc:
     out["error"] += " torch: %s" % exc
 try:
-    import torch
-    out["num_gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    version = torch_file("version.py")
+    if version is None or getattr(version, "cuda", None) or getattr(version, "hip", None):
+        import torch
+        out["num_gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # else a CPU build of torch: torch.cuda.is_available() is False on it, no GPU to count
 except Exception:
     pass
 print(json.dumps(out))
