@@ -18,6 +18,7 @@ import math
 import time
 
 from clustereval.workers.distcommon import emit, finish, init_group, start_rank
+from clustereval.workers.roundgate import GateSpec, RoundGate
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -242,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=1,
                     help="time each payload this many times (one row each): the spread of a pair's samples "
                          "is its own noise")
+    ap.add_argument("--gate", default="", help="HOST:PORT of the round's gate (workers.roundgate): take every "
+                    "sample together with the other jobs of the round")
+    ap.add_argument("--gate-pairs", type=int, default=0, help="jobs in the round")
+    ap.add_argument("--gate-index", type=int, default=0, help="this job's place in the round (0 serves the gate)")
+    ap.add_argument("--gate-key", default="round", help="the round's own prefix in the gate's store")
+    ap.add_argument("--gate-timeout-s", type=float, default=180.0,
+                    help="how long a gate waits for the round's other jobs before sampling alone")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -263,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         emit("fit", requested_bytes=args.max_bytes, max_bytes=fit,
              why="the largest payload was halved until it fit in free memory on every rank")
     timer = Timer(device)
+    gate = None
+    if args.gate and rank == 0:
+        gate = RoundGate(GateSpec.parse(args.gate, args.gate_pairs, args.gate_index, args.gate_key,
+                                        args.gate_timeout_s))
     graphs_ok = False
     graph_error = ""
     all_ok = True
@@ -284,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             if mode == "eager" and not (use_graph and graphs_ok):
                 continue  # identical to back-to-back where no graph is used
             for sample in range(max(1, args.samples)):
+                gated = gate.wait() if gate is not None else False
+                if args.gate:
+                    dist.barrier()  # the pair's other ranks start the sample with its rank 0
+                started_at = time.time()
                 if mode in ("back-to-back", "eager"):
                     graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
                     slowest, count, method = time_back_to_back(
@@ -297,10 +313,15 @@ def main(argv: list[str] | None = None) -> int:
                     algbw = size / slowest / 1e9
                     emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,
                          busbw_gb_s=algbw * busbw_factor(n), iterations=count, method=method,
-                         check_ok=ok, world_size=n, sample=sample)
+                         check_ok=ok, world_size=n, sample=sample, gated=gated,
+                         started_unix_s=round(started_at, 3), ended_unix_s=round(time.time(), 3))
         del t
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if gate is not None:
+        gate.close()
+        if gate.error:
+            emit("gate-unavailable", error=gate.error)
     if rank == 0:
         emit("done", world_size=n, backend=backend, sweep_seconds=round(time.perf_counter() - sweep_t0, 3),
              seconds=round(time.perf_counter() - started, 3), all_ok=all_ok)
