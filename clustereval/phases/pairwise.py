@@ -66,7 +66,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
             return []
         where = host.address if ":" not in host.address else f"[{host.address}]"
         return ["--gate", f"{where}:{ctx.config.rdzv_port}", "--gate-pairs", str(num_pairs),
-                "--gate-index", str(index), "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}"]
+                "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}"]
 
     def measure(pairs: list[st.Pair]) -> dict[st.Pair, list[float]]:
         state["round"] += 1

@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gate", default="", help="HOST:PORT of the round's gate (workers.roundgate): take every "
                     "sample together with the other jobs of the round")
     ap.add_argument("--gate-pairs", type=int, default=0, help="jobs in the round")
-    ap.add_argument("--gate-index", type=int, default=0, help="this job's place in the round (0 serves the gate)")
+    ap.add_argument("--gate-server", default="", help="the node (its torchrun role) whose local rank 0 serves the "
+                    "gate's store: the gate's host, in the round's first job; empty in the other jobs")
     ap.add_argument("--gate-key", default="round", help="the round's own prefix in the gate's store")
     ap.add_argument("--gate-timeout-s", type=float, default=180.0,
                     help="how long a gate waits for the round's other jobs before sampling alone")
@@ -272,9 +273,10 @@ def main(argv: list[str] | None = None) -> int:
              why="the largest payload was halved until it fit in free memory on every rank")
     timer = Timer(device)
     gate = None
-    if args.gate and rank == 0:
-        gate = RoundGate(GateSpec.parse(args.gate, args.gate_pairs, args.gate_index, args.gate_key,
-                                        args.gate_timeout_s))
+    serve = bool(args.gate_server) and env.local_rank == 0 and env.role.rstrip(":") == args.gate_server
+    if args.gate and (rank == 0 or serve):
+        gate = RoundGate(GateSpec.parse(args.gate, args.gate_pairs, args.gate_key, args.gate_timeout_s),
+                         serve=serve, check_in=rank == 0)
     graphs_ok = False
     graph_error = ""
     all_ok = True
@@ -320,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
     if gate is not None:
         gate.close()
-        if gate.error:
+        if gate.error and rank == 0:
             emit("gate-unavailable", error=gate.error)
     if rank == 0:
         emit("done", world_size=n, backend=backend, sweep_seconds=round(time.perf_counter() - sweep_t0, 3),

@@ -5,10 +5,12 @@ import, a rendezvous, a node's first contact all take seconds that vary with the
 pair that times its samples while another pair still starts up, or after it has finished, meets
 another load of the fabric (and, where nodes share CPUs, of the CPUs) than the pair beside it, and
 the round's comparison then says more about when each pair ran than about its links. So before
-each sample, rank 0 of every pair of the round checks in at one TCP store (served by rank 0 of the
-round's first pair, at the run's rendezvous port on that pair's first node) and waits until every
+each sample, rank 0 of every pair of the round checks in at one TCP store and waits until every
 pair of the round has checked in; its pair's other ranks wait at a barrier behind it. Every pair
-then takes sample ``i`` together, after every pair has finished sample ``i - 1``.
+then takes sample ``i`` together, after every pair has finished sample ``i - 1``. The store listens
+at the run's rendezvous port on the first node of the round's first pair, served by that pair's
+local rank 0 on that node (torchrun numbers the ranks in the order the nodes joined, so the pair's
+rank 0 may be on its other node); it stays up until every pair has passed its last gate.
 
 A pair that never checks in (it failed to start) holds the others only until ``timeout_s``; after
 that, or when the store cannot be reached, the pair samples without the gate and says so. Runs on a
@@ -27,33 +29,36 @@ class GateSpec:
     host: str  # the store's address: the first node of the round's first pair
     port: int
     pairs: int  # pairs in the round: the check-ins each gate waits for
-    index: int  # this pair's place in the round; 0 serves the store
     key: str  # the round's own prefix, so no round reads another's counts
     timeout_s: float
 
     @classmethod
-    def parse(cls, text: str, pairs: int, index: int, key: str, timeout_s: float) -> GateSpec:
+    def parse(cls, text: str, pairs: int, key: str, timeout_s: float) -> GateSpec:
         """``text``: HOST:PORT (an IPv6 host in brackets)."""
         host, _, port = text.rpartition(":")
-        return cls(host=host.strip("[]"), port=int(port), pairs=pairs, index=index, key=key, timeout_s=timeout_s)
+        return cls(host=host.strip("[]"), port=int(port), pairs=pairs, key=key, timeout_s=timeout_s)
 
 
 class RoundGate:
-    """Rank 0 of each pair holds one; ``passed`` says whether every gate so far saw every pair."""
+    """One per process that takes part: ``serve`` (the store's node) and/or ``check_in`` (a pair's
+    rank 0). ``passed`` says whether every gate so far saw every pair."""
 
-    def __init__(self, spec: GateSpec) -> None:
+    def __init__(self, spec: GateSpec, *, serve: bool, check_in: bool) -> None:
         self.spec = spec
         self.store = None
+        self.serving = serve
+        self.checking_in = check_in
         self.passed = True
         self.error = ""
         self._count = 0
         import torch.distributed as dist
 
         try:
-            self.store = dist.TCPStore(spec.host, spec.port, is_master=spec.index == 0,
+            self.store = dist.TCPStore(spec.host, spec.port, is_master=serve,
                                        timeout=datetime.timedelta(seconds=spec.timeout_s), wait_for_workers=False)
         except Exception as exc:  # noqa: BLE001 - any failure to reach the store means: sample ungated
-            self._give_up(f"the round's gate at {spec.host}:{spec.port} could not be reached: {exc}")
+            self._give_up(f"the round's gate at {spec.host}:{spec.port} could not be "
+                          f"{'served' if serve else 'reached'}: {exc}")
 
     def _give_up(self, why: str) -> None:
         self.passed = False
@@ -64,7 +69,7 @@ class RoundGate:
         """Check in and wait for every pair of the round; False when this gate was not passed
         together (this pair then samples on its own from here on)."""
         self._count += 1
-        if self.store is None:
+        if self.store is None or not self.checking_in:
             return False
         key = f"{self.spec.key}/gate{self._count}"
         try:
@@ -81,8 +86,9 @@ class RoundGate:
         if self.store is None:
             return
         try:
-            self.store.add(f"{self.spec.key}/finished", 1)
-            if self.spec.index == 0:
+            if self.checking_in:
+                self.store.add(f"{self.spec.key}/finished", 1)
+            if self.serving:
                 deadline = time.monotonic() + min(self.spec.timeout_s, 30.0)
                 while (self.store.add(f"{self.spec.key}/finished", 0) < self.spec.pairs
                        and time.monotonic() < deadline):
