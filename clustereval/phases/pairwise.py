@@ -26,6 +26,10 @@ from clustereval.transport.base import Node, run_parallel
 
 # each sample at least 0.3 s of back-to-back calls: a CPU rank's scheduling hiccups average out
 CPU_TIMING = ["--warmup", "2", "--iters", "3", "--min-time-s", "0.3"]
+# how long the pairs of a round wait at a gate for a pair that has not come: the jobs start within a
+# second of each other, then spend up to the rendezvous's 60 s join timeout and a torch import on a
+# loaded node before their first sample; a pair that failed to start costs the round this much once
+GATE_TIMEOUT_S = 120
 
 
 def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: PairwiseSettings | None = None, *,
@@ -66,7 +70,8 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
             return []
         where = host.address if ":" not in host.address else f"[{host.address}]"
         return ["--gate", f"{where}:{ctx.config.rdzv_port}", "--gate-pairs", str(num_pairs),
-                "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}"]
+                "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}",
+                "--gate-timeout-s", str(GATE_TIMEOUT_S)]
 
     def measure(pairs: list[st.Pair]) -> dict[st.Pair, list[float]]:
         state["round"] += 1
