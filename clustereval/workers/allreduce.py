@@ -8,7 +8,9 @@ time with a barrier and a synchronize around it (what a script that waits on eve
 
 algbw = payload bytes / time; busbw = algbw * 2(n-1)/n; GB/s = 1e9 B/s. Every payload's first
 all-reduce is checked: each rank contributes rank+1, so every element must equal n(n+1)/2.
-Rank 0 prints one ``row`` line per payload and mode.
+Rank 0 prints one ``row`` line per payload, mode and sample, with the sample's start and end (Unix
+seconds). With ``--gate`` the job is one pair of a pairwise round and takes every sample together
+with the round's other pairs (``workers.roundgate``).
 """
 
 from __future__ import annotations
