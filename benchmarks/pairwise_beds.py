@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -49,6 +50,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="runs per transport and case")
     ap.add_argument("--rate-mbit", type=float, default=50.0, help="the limited node's link rate")
     ap.add_argument("--transports", default="ssh,slurm", help="ssh, slurm or both")
+    ap.add_argument("--cases", default="un-throttled,limited", help="un-throttled, limited or both, in this order")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="copy every run's report folder (records, raw logs) here, one folder per run")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     cluster = NetnsCluster.create(NUM_NODES)
@@ -69,13 +73,15 @@ def main() -> int:
         for run in range(1, args.runs + 1):
             for transport in [t for t in args.transports.split(",") if t in configs]:
                 config, tenv = configs[transport]
-                for limited in (False, True):
+                for limited in [case == "limited" for case in args.cases.split(",")]:
                     if limited:
                         cluster.shape(SLOW, rate_mbit=args.rate_mbit)
                     else:
                         cluster.unshape(SLOW)
                     reports = cluster.workdir / f"bench-{transport}-{run}-{int(limited)}"
                     rec, seconds, rc = hunt(config, reports, tenv)
+                    if args.keep is not None:
+                        shutil.copytree(reports, args.keep / reports.name, dirs_exist_ok=True)
                     # the Slurm record names nodes by their Slurm names, the SSH one by cluster.toml's
                     named = [n for n in rec.get("stragglers", [])]
                     want = [n for n in named if n.endswith(slow[-3:])] if limited else []

@@ -93,6 +93,11 @@ def _median(value: Samples) -> float | None:
     return statistics.median(got) if got else None
 
 
+def _fastest(value: Samples) -> float | None:
+    got = _samples(value)
+    return max(got) if got else None
+
+
 def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgement:
     """Name the nodes whose pairs are slower than the healthy pairs' own spread explains.
 
@@ -201,12 +206,16 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
                        seed: int = 0, max_rounds: int | None = None) -> ScreenResult:
     """Localise slow nodes in a few rounds of disjoint pairs (for large N).
 
-    Round 1 pairs every node with a random partner. Both members of a pair more than
-    ``threshold_pct`` below the round's upper quartile (its fastest pair below 8 pairs) are suspects;
-    members of the other pairs are trusted. Each later round pairs every remaining suspect with a
-    trusted node: a suspect whose pair is slow with ``CONFIRMATIONS`` trusted partners in turn is a
-    straggler, one whose pair is fast is cleared (a healthy node is named only if two pairs with
-    healthy partners both fall below the limit by chance). Suspects
+    Round 1 pairs every node with a random partner. Both members of a pair whose samples are all
+    more than ``threshold_pct`` below the round's upper quartile of pair medians (its fastest pair
+    below 8 pairs) are suspects: the pair's own noise cannot explain the gap, as in ``judge``; members
+    of the other pairs are trusted. Each later round pairs every remaining suspect with a trusted
+    node and, when two trusted nodes are left over, measures them together as the round's own
+    reference: the round's bar is that pair's median less ``threshold_pct`` (the pairs of a round run
+    at the same time, so a load that slows the whole round lowers the bar with it; without a spare
+    reference the screen's bar stands). A suspect whose pair is slow with ``CONFIRMATIONS`` trusted
+    partners in turn is a straggler, one whose pair is fast is cleared (a healthy node is named only
+    if two pairs with healthy partners both fall below the bar by chance). Suspects
     left without a trusted partner wait for the next round (trusted nodes are plentiful unless most
     nodes are slow). The round's upper quartile is the reference because a slow pair's both members
     are in it: the mean, and with a third of the nodes slow even the median, would follow the slow
@@ -219,7 +228,8 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     rng.shuffle(order)
     first = [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
     measured = 0
-    res = {k: _median(v) for k, v in measure(first).items()}
+    got = measure(first)
+    res = {k: _median(v) for k, v in got.items()}
     measured += len(first)
     done = sorted(v for v in res.values() if v is not None)
     # the upper quartile: with 30% of the nodes slow, half the pairs hold one and the median is a slow pair;
@@ -228,7 +238,8 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     limit = ref * (1 - threshold_pct / 100)
     suspects: list[str] = []
     trusted: list[str] = []
-    for (a, b), v in res.items():
+    for (a, b), samples in got.items():
+        v = _fastest(samples)
         if v is None or v < limit:
             suspects += [a, b]
         else:
@@ -246,10 +257,14 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         rng.shuffle(partners)
         this_round = list(zip(pending, partners, strict=False))
         waiting = pending[len(this_round):]
-        res = {k: _median(v) for k, v in measure(this_round).items()}
-        measured += len(this_round)
-        for (s, _partner), v in zip(this_round, (res.get(p) for p in this_round), strict=True):
-            if v is not None and v >= limit:
+        spare = partners[len(this_round):]
+        reference = [(spare[0], spare[1])] if len(spare) >= 2 else []
+        got = measure(this_round + reference)
+        measured += len(this_round) + len(reference)
+        ref_median = _median(got.get(reference[0])) if reference else None
+        bar = ref_median * (1 - threshold_pct / 100) if ref_median is not None else limit
+        for (s, _partner), v in zip(this_round, (_fastest(got.get(p)) for p in this_round), strict=True):
+            if v is not None and v >= bar:
                 trusted.append(s)  # cleared: it can partner later suspects
                 continue
             slow_with[s] = slow_with.get(s, 0) + 1

@@ -19,13 +19,17 @@ from clustereval.phases.network import NETWORK_TOOLS, _collective_env, sweep_arg
 from clustereval.phases.remote import require_torch
 from clustereval.phases.settings import NetworkSettings, PairwiseSettings
 from clustereval.phases.tools import publish_tools
-from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan
+from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan, ship_all
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
 from clustereval.transport.base import Node, run_parallel
 
 # each sample at least 0.3 s of back-to-back calls: a CPU rank's scheduling hiccups average out
 CPU_TIMING = ["--warmup", "2", "--iters", "3", "--min-time-s", "0.3"]
+# how long the pairs of a round wait at a gate for a pair that has not come: the jobs start within a
+# second of each other, then spend up to the rendezvous's 60 s join timeout and a torch import on a
+# loaded node before their first sample; a pair that failed to start costs the round this much once
+GATE_TIMEOUT_S = 120
 
 
 def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: PairwiseSettings | None = None, *,
@@ -57,6 +61,17 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
     results: list[PairResult] = []
     joined: set[str] = set()
     state = {"round": 0}
+    ship_all(ctx, nodes)  # no pair of round 1 starts late for its first contact with a node
+
+    def gate_args(host: Node, num_pairs: int, index: int, rnd: int) -> list[str]:
+        # the round's pairs take every sample together (workers.roundgate), at the run's rendezvous
+        # port on the first node of the round's first pair: no pair's job meets there meanwhile
+        if num_pairs < 2:
+            return []
+        where = host.address if ":" not in host.address else f"[{host.address}]"
+        return ["--gate", f"{where}:{ctx.config.rdzv_port}", "--gate-pairs", str(num_pairs),
+                "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}",
+                "--gate-timeout-s", str(GATE_TIMEOUT_S)]
 
     def measure(pairs: list[st.Pair]) -> dict[st.Pair, list[float]]:
         state["round"] += 1
@@ -69,7 +84,8 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
                 results.append(PairResult(a=a, b=b, round=rnd, error="not run: the run was interrupted"))
                 return []
             pair_nodes = [by_name[a], by_name[b]]
-            res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=args, nodes=pair_nodes,
+            gate = gate_args(by_name[pairs[0][0]], len(pairs), i, rnd)
+            res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=[*args, *gate], nodes=pair_nodes,
                          nproc=nproc, port=ctx.config.rdzv_port + 1 + i, timeout_s=settings.sweep_timeout_s,
                          extra_env=_collective_env(env, backend), diagnose=False, plan=plan,
                          probes=probes_for(probes, pair_nodes), backend=backend)
@@ -78,8 +94,12 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
             ok = res.info.ok and bool(rows) and all(e.get("check_ok", True) for e in rows)
             values = [float(e["busbw_gb_s"]) for e in rows] if ok else []
             why = res.info.diagnosis_text or res.info.error or "no result"
-            results.append(PairResult(a=a, b=b, round=rnd, samples_gb_s=values,
-                                      error="" if ok else why))
+            ended = time.monotonic() - t0
+            results.append(PairResult(a=a, b=b, round=rnd, samples_gb_s=values, error="" if ok else why,
+                                      started_s=round(ended - res.info.seconds, 2), ended_s=round(ended, 2),
+                                      sample_starts_unix_s=[float(e.get("started_unix_s", 0.0)) for e in rows],
+                                      sample_ends_unix_s=[float(e.get("ended_unix_s", 0.0)) for e in rows],
+                                      gated=bool(gate) and bool(rows) and all(e.get("gated") for e in rows)))
             return values
 
         values = run_parallel(list(enumerate(pairs)), one, max(1, len(pairs)))

@@ -257,6 +257,24 @@ def check_ports(ctx: RunContext, owner: Node, others: list[Node], host: str, por
     return {n.name: ok for n, ok in zip(others, results, strict=True)}, bind_error
 
 
+def ship_worker_env(ctx: RunContext, node: Node) -> dict[str, str] | TransportError:
+    """The worker environment of ``node``, its package shipped there first: once per node and run."""
+    shipped = ctx.launch_env
+    try:
+        if node.name not in shipped:
+            shipped[node.name] = worker_env(ctx, node)
+    except TransportError as exc:
+        return exc
+    return shipped[node.name]
+
+
+def ship_all(ctx: RunContext, nodes: list[Node]) -> None:
+    """Ship the package to every node now, all at once, so that no later job spends its first
+    seconds on it: the jobs of one pairwise round then start together on every transport. A node it
+    fails on is left to the job that needs it, which reports why."""
+    run_parallel(nodes, lambda node: ship_worker_env(ctx, node), ctx.transport.fanout)
+
+
 def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: list[Node], nproc: int,
            port: int, timeout_s: float, extra_env: dict[str, str] | None = None,
            probes: list[RendezvousProbe] | None = None, plan: RendezvousPlan | None = None, auto_fix: bool = True,
@@ -282,17 +300,13 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     scratch = node_scratch(ctx)
     log_dir = f"{scratch}/torchrun/{slug(label, '-', 'launch')}"
 
-    shipped = ctx.launch_env
-
     def ship(node: Node):
         # the package reaches every node before any torchrun starts (no node imports a half-copied tree);
         # once per node and run: a pairwise hunt launches dozens of jobs
-        try:
-            if node.name not in shipped:
-                shipped[node.name] = worker_env(ctx, node)
-        except TransportError as exc:
-            return exc
-        env = {**shipped[node.name], "OMP_NUM_THREADS": "1", **(extra_env or {})}
+        base = ship_worker_env(ctx, node)
+        if isinstance(base, TransportError):
+            return base
+        env = {**base, "OMP_NUM_THREADS": "1", **(extra_env or {})}
         env.update(socket_env(job_plan, node.name, backend))
         env["TMPDIR"] = f"{scratch}/torchrun/tmp"
         env["CLUSTEREVAL_JOB"] = f"{tag}:{node.name}"

@@ -208,6 +208,15 @@ class PairResult:
     error: str = ""
     slow: bool = False  # below the healthy pairs' slowest sample less the threshold
     samples_gb_s: list[float] = field(default_factory=list)  # every timed sample of the pair
+    # when the pair's job ran, as the controller saw it: seconds from the hunt's start to its
+    # launchers' start and to their end
+    started_s: float | None = None
+    ended_s: float | None = None
+    # every sample's start and end on its first node's clock (Unix seconds): the pairs of a round
+    # take each sample together (workers.roundgate), which these show
+    sample_starts_unix_s: list[float] = field(default_factory=list)
+    sample_ends_unix_s: list[float] = field(default_factory=list)
+    gated: bool = False  # every sample passed the round's gate with every pair of the round
 
 
 @dataclass

@@ -8,7 +8,9 @@ time with a barrier and a synchronize around it (what a script that waits on eve
 
 algbw = payload bytes / time; busbw = algbw * 2(n-1)/n; GB/s = 1e9 B/s. Every payload's first
 all-reduce is checked: each rank contributes rank+1, so every element must equal n(n+1)/2.
-Rank 0 prints one ``row`` line per payload and mode.
+Rank 0 prints one ``row`` line per payload, mode and sample, with the sample's start and end (Unix
+seconds). With ``--gate`` the job is one pair of a pairwise round and takes every sample together
+with the round's other pairs (``workers.roundgate``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 import time
 
 from clustereval.workers.distcommon import emit, finish, init_group, start_rank
+from clustereval.workers.roundgate import GateSpec, RoundGate
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -242,6 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=1,
                     help="time each payload this many times (one row each): the spread of a pair's samples "
                          "is its own noise")
+    ap.add_argument("--gate", default="", help="HOST:PORT of the round's gate (workers.roundgate): take every "
+                    "sample together with the other jobs of the round")
+    ap.add_argument("--gate-pairs", type=int, default=0, help="jobs in the round")
+    ap.add_argument("--gate-server", default="", help="the node (its torchrun role) whose local rank 0 serves the "
+                    "gate's store: the gate's host, in the round's first job; empty in the other jobs")
+    ap.add_argument("--gate-key", default="round", help="the round's own prefix in the gate's store")
+    ap.add_argument("--gate-timeout-s", type=float, default=180.0,
+                    help="how long a gate waits for the round's other jobs before sampling alone")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -263,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         emit("fit", requested_bytes=args.max_bytes, max_bytes=fit,
              why="the largest payload was halved until it fit in free memory on every rank")
     timer = Timer(device)
+    gate = None
+    serve = bool(args.gate_server) and env.local_rank == 0 and env.role.rstrip(":") == args.gate_server
+    if args.gate and (rank == 0 or serve):
+        gate = RoundGate(GateSpec.parse(args.gate, args.gate_pairs, args.gate_key, args.gate_timeout_s),
+                         serve=serve, check_in=rank == 0)
     graphs_ok = False
     graph_error = ""
     all_ok = True
@@ -284,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             if mode == "eager" and not (use_graph and graphs_ok):
                 continue  # identical to back-to-back where no graph is used
             for sample in range(max(1, args.samples)):
+                gated = gate.wait() if gate is not None else False
+                if args.gate:
+                    dist.barrier()  # the pair's other ranks start the sample with its rank 0
+                started_at = time.time()
                 if mode in ("back-to-back", "eager"):
                     graph_calls = args.graph_calls if (mode == "back-to-back" and use_graph and graphs_ok) else 0
                     slowest, count, method = time_back_to_back(
@@ -297,10 +317,15 @@ def main(argv: list[str] | None = None) -> int:
                     algbw = size / slowest / 1e9
                     emit("row", mode=mode, payload_bytes=size, time_s=slowest, algbw_gb_s=algbw,
                          busbw_gb_s=algbw * busbw_factor(n), iterations=count, method=method,
-                         check_ok=ok, world_size=n, sample=sample)
+                         check_ok=ok, world_size=n, sample=sample, gated=gated,
+                         started_unix_s=round(started_at, 3), ended_unix_s=round(time.time(), 3))
         del t
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if gate is not None:
+        gate.close()
+        if gate.error and rank == 0:
+            emit("gate-unavailable", error=gate.error)
     if rank == 0:
         emit("done", world_size=n, backend=backend, sweep_seconds=round(time.perf_counter() - sweep_t0, 3),
              seconds=round(time.perf_counter() - started, 3), all_ok=all_ok)
