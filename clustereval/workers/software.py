@@ -2,18 +2,46 @@
 
 Python, torch, the CUDA torch was built for, the NCCL torch links, and what torch sees of each
 GPU (name, compute capability, SM count, memory). Standard library and torch only; without torch
-(or without a GPU) it still prints what it has.
+(or without a GPU) it still prints what it has. A CPU build of torch is not imported: its answers are
+its ``version.py`` (a version, no CUDA, no NCCL, no GPU), and the import costs seconds on every node.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import platform
 import sys
 
 
+def cpu_build_version() -> str:
+    """torch's version when this interpreter's torch is a CPU build (its ``version.py`` names neither a
+    CUDA nor a ROCm release), read from that file without importing torch; "" for any other build, or
+    when the file cannot be read (the caller then imports torch)."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.origin:
+            return ""
+        path = os.path.join(os.path.dirname(spec.origin), "version.py")
+        file_spec = importlib.util.spec_from_file_location("_clustereval_torch_version", path)
+        if file_spec is None or file_spec.loader is None:
+            return ""
+        version = importlib.util.module_from_spec(file_spec)
+        file_spec.loader.exec_module(version)
+    except Exception:  # noqa: BLE001 - no answer from the file: the import decides
+        return ""
+    if getattr(version, "cuda", None) or getattr(version, "hip", None):
+        return ""
+    return str(getattr(version, "__version__", "") or "")
+
+
 def collect() -> dict:
     out: dict = {"executable": sys.executable, "python": platform.python_version()}
+    cpu = cpu_build_version()
+    if cpu:  # what `import torch` would say of a CPU build, without its seconds
+        out.update(torch=cpu, torch_cuda="", nccl="", cuda_available=False, devices=[])
+        return out
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - report any import failure as data
