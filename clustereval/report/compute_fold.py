@@ -43,7 +43,7 @@ class ComputeFold:
 
     def __init__(self, view: Any) -> None:
         self.raw_rel: str = view.raw_rel
-        self.facts: FleetFacts = fleet_facts(view, ("matmul", "lemon", "gpupass"))
+        self.facts: FleetFacts = fleet_facts(view)
 
     # -- GPU performance benchmarks --------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustereval.analysis.fleet import FleetKind, fleet_judgements
+from clustereval.analysis.fleet import FleetKind
 from clustereval.analysis.fleetstats import (
     DETECTION_PROBABILITY,
     TOO_NOISY,
@@ -111,4 +111,4 @@ def fleet_findings(kinds: list[FleetKind], findings: list[Finding]) -> list[Find
 
 def with_fleet_findings(view: Any, findings: list[Finding]) -> list[Finding]:
     """The report's findings with the fleet-relative ones, judged under the view's policy."""
-    return fleet_findings(fleet_judgements(view.records, getattr(view, "policy", None)), findings)
+    return fleet_findings(view.fleet_kinds, findings)

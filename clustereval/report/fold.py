@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clustereval.analysis.fleet import fleet_judgements
 from clustereval.report.units import plural
 
 # Above this many nodes the report names the fleet's common value by its count and lists only the
@@ -68,21 +67,10 @@ class FleetFacts:
         return self.group.get(kind, {}).get(label, "")
 
 
-# the records each kind of fleet figure is judged from, and those that name the nodes (analysis/fleet.py)
-FIGURE_PHASES = ("matmul", "lemon", "gpupass", "pairwise", "allreduce", "storage")
-NAMING_PHASES = ("preflight", "environment", "health")
-
-
-def fleet_facts(view: Any, phases: Sequence[str]) -> FleetFacts:
-    """The fleet-relative verdicts on the figures of ``phases`` under the view's policy, as the Findings judge
-    them. Only those phases' figures are judged (each kind is judged on its own, so the verdicts are the
-    same), which keeps a section's fold from judging the whole fleet's other figures again."""
-    keep = set(phases) | set(NAMING_PHASES)
-    if not any(view.get(p) is not None for p in ("preflight", "environment")):
-        keep |= {"matmul", "lemon"}  # the GPU records are then what names the nodes
-    records = {p: rec for p, rec in view.records.items() if p in keep or p not in FIGURE_PHASES}
+def fleet_facts(view: Any) -> FleetFacts:
+    """The fleet-relative verdicts under the view's policy, as the Findings judge them (the view's own)."""
     out = FleetFacts()
-    for k in fleet_judgements(records, getattr(view, "policy", None)):
+    for k in view.fleet_kinds:
         out.slow[k.kind] = {u.unit for u in k.slow}
         out.group[k.kind] = {u.unit: u.group for u in k.units}
     return out

@@ -292,7 +292,7 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
                  else " (without NVLS, a ring or tree all-reduce)")
     doc.para(lead + ".")
     if folds(len(ar.intra)) and not gloo:
-        png = _intra_nodes(view, doc, ar, fleet_facts(view, ("allreduce",)))
+        png = _intra_nodes(view, doc, ar, fleet_facts(view))
     else:
         png = sweeps_png(sweeps)
     _plot(view, doc, out, "Intra-node all-reduce", sweep_plot_path(sweeps), png, drawn_by_run=bool(sweeps[0].plot))
@@ -482,7 +482,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
     listed = done
     n_nodes = len({x for p in pw.pairs for x in (p.a, p.b)})
     if folds(n_nodes):  # at fleet size: the pairs' figures over the fleet, and only the pairs to act on
-        facts = fleet_facts(view, ("pairwise",))
+        facts = fleet_facts(view)
         named = set(pw.stragglers) | {x for x in {p.a for p in done} | {p.b for p in done}
                                       if facts.named("pairwise", node_label(view, x))}
         listed = [p for p in done if p.slow or {p.a, p.b} & named]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from clustereval.analysis.fleet import FleetKind, fleet_judgements
 from clustereval.analysis.gpupass import with_stand_in
 from clustereval.records import FINDING_CATEGORIES, Finding, Gap
 from clustereval.report.gaps import said
@@ -47,6 +49,12 @@ class RunView:
 
     def get(self, phase: str) -> Any:
         return self.records.get(phase)
+
+    @cached_property
+    def fleet_kinds(self) -> list[FleetKind]:
+        """Every kind of per-unit figure judged against its peers under the view's policy, once a render:
+        the Findings and the folded tables read the same verdicts."""
+        return fleet_judgements(self.records, self.policy)
 
 
 @dataclass

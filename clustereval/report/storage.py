@@ -451,7 +451,7 @@ def write_concurrent(doc: Document, cw: ConcurrentWrite, view: RunView) -> None:
     names = _node_labels(view)
     listed = ok
     if folds(len(cw.nodes)):  # at fleet size: the writers' figures over the fleet, and only the nodes to act on
-        facts = fleet_facts(view, ("storage",))
+        facts = fleet_facts(view)
         listed = [w for w in cw.nodes if w.error or facts.named("concurrent-write", names.get(w.node, w.node).strip("`"))]
         units = [Unit(names.get(w.node, f"`{w.node}`"), (w.mib_s,), f"writing to {_code(cw.mount)}") for w in ok]
         doc.para(" ".join(summary_sentences(units, [Measure("write rate", "MiB/s", lambda v: fmt_bw(v, grouped=True))],
