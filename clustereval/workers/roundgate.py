@@ -41,14 +41,13 @@ class GateSpec:
 
 class RoundGate:
     """One per process that takes part: ``serve`` (the store's node) and/or ``check_in`` (a pair's
-    rank 0). ``passed`` says whether every gate so far saw every pair."""
+    rank 0). ``wait`` says whether each gate was passed with every pair; ``error`` why not."""
 
     def __init__(self, spec: GateSpec, *, serve: bool, check_in: bool) -> None:
         self.spec = spec
         self.store = None
         self.serving = serve
         self.checking_in = check_in
-        self.passed = True
         self.error = ""
         self._count = 0
         import torch.distributed as dist
@@ -61,7 +60,6 @@ class RoundGate:
                           f"{'served' if serve else 'reached'}: {exc}")
 
     def _give_up(self, why: str) -> None:
-        self.passed = False
         self.error = self.error or why
         self.store = None
 
