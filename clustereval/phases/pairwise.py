@@ -19,7 +19,15 @@ from clustereval.phases.network import NETWORK_TOOLS, _collective_env, sweep_arg
 from clustereval.phases.remote import require_torch
 from clustereval.phases.settings import NetworkSettings, PairwiseSettings
 from clustereval.phases.tools import publish_tools
-from clustereval.phases.torchrun import launch, nccl_env_info, probes_for, ranks_per_node, run_plan, ship_all
+from clustereval.phases.torchrun import (
+    host_port,
+    launch,
+    nccl_env_info,
+    probes_for,
+    ranks_per_node,
+    run_plan,
+    ship_all,
+)
 from clustereval.records import Gap
 from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
 from clustereval.transport.base import Node, run_parallel
@@ -68,8 +76,7 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
         # port on the first node of the round's first pair: no pair's job meets there meanwhile
         if num_pairs < 2:
             return []
-        where = host.address if ":" not in host.address else f"[{host.address}]"
-        return ["--gate", f"{where}:{ctx.config.rdzv_port}", "--gate-pairs", str(num_pairs),
+        return ["--gate", host_port(host.address, ctx.config.rdzv_port), "--gate-pairs", str(num_pairs),
                 "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}",
                 "--gate-timeout-s", str(GATE_TIMEOUT_S)]
 

@@ -201,6 +201,11 @@ def ranks_per_node(ctx: RunContext, probes: list[RendezvousProbe]) -> tuple[int,
     return max(1, int(getattr(ctx.config, "cpu_ranks_per_node", 2) or 2)), "gloo"
 
 
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as torchrun and TCPStore clients read it (an IPv6 address in brackets)."""
+    return f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+
+
 def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], num_nodes: int, nproc: int,
                   endpoint: str, run_id: str, plan: RendezvousPlan, rdzv_timeout_s: int, timeout_s: float,
                   log_dir: str) -> list[str]:
@@ -283,7 +288,7 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     failed job. ``plan``: the run's rendezvous plan (default: ``run_plan``); ``auto_fix=False`` launches
     without is_host / --local_addr / socket interfaces (to show what the plan fixes)."""
     host = endpoint_host(nodes)
-    endpoint = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    endpoint = host_port(host, port)
     multi = len(nodes) >= 2
     names = [n.name for n in nodes]
     if multi and plan is None and probes is not None:
