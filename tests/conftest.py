@@ -123,10 +123,11 @@ def heaviest_first(items) -> None:
         return str(group.args[0]) if group and group.args else item.nodeid
 
     cost: dict[str, float] = {}
-    for item in items:
+    unit_of = {item: unit(item) for item in items}
+    for item, key in unit_of.items():
         heavy = item.get_closest_marker("slow") is not None or item.get_closest_marker("netns") is not None
-        cost[unit(item)] = cost.get(unit(item), 0.0) + (HEAVY_S if heavy else LIGHT_S)
-    items.sort(key=lambda item: -cost[unit(item)])
+        cost[key] = cost.get(key, 0.0) + (HEAVY_S if heavy else LIGHT_S)
+    items.sort(key=lambda item: -cost[unit_of[item]])
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
@@ -295,6 +296,7 @@ def readme_first_command(tmp_path_factory):
     if run.skip_reason:
         pytest.skip(run.skip_reason)
     return run
+
 
 PAIRWISE_RATE_MBIT = 50  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
 
