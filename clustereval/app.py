@@ -362,5 +362,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
     for gap in map(say, record.gaps):
         ui.note(f"gap: {gap.text}")
     ui.note(f"run folder: {store.raw_dir}")
-    # a named straggler is a finding that fails the check, as an Underperforming verdict fails a run
-    return EXIT_FAILED if record.stragglers or not any(p.busbw_gb_s is not None for p in record.pairs) else EXIT_OK
+    # a named straggler is a finding that fails the check, as an Underperforming verdict fails a run; a
+    # node that completed no pair is a failing node
+    failed = record.stragglers or record.failing or not any(p.busbw_gb_s is not None for p in record.pairs)
+    return EXIT_FAILED if failed else EXIT_OK

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from clustereval.analysis.stragglers import (
+    Sampled,
     judge,
     key,
     round_budget,
@@ -211,3 +212,134 @@ def test_a_pair_whose_fastest_sample_reaches_the_bar_is_not_a_suspect():
 
     result = screen_and_confirm(names, measure, seed=0)
     assert result.suspects_after_screen == [] and result.rounds == 1
+
+
+# -- a pair that did not complete: its nodes are failing, never slow ------------------------------------------------
+class _Broken:
+    """A fleet of healthy nodes at 90 GB/s in which ``broken`` cannot run a pair job: every pair with it
+    returns no sample. ``slow``: nodes whose pairs run at that fraction."""
+
+    def __init__(self, broken: set[str], slow: dict[str, float] | None = None) -> None:
+        self.broken, self.slow, self.rounds = broken, slow or {}, []
+
+    def measure(self, pairs):
+        self.rounds.append(list(pairs))
+        return {p: None if set(p) & self.broken else
+                [90.0 * min(self.slow.get(p[0], 1.0), self.slow.get(p[1], 1.0)) * f for f in (0.99, 1.0, 1.01)]
+                for p in pairs}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_node_whose_screen_pair_fails_is_failing_and_its_partner_is_cleared(seed):
+    # the rule before: both nodes of the failed pair were suspects, and the broken one, failing again with
+    # two trusted partners, was named a straggler
+    names = [f"n{i:02d}" for i in range(16)]
+    fleet = _Broken({"n05"})
+    result = screen_and_confirm(names, fleet.measure, seed=seed)
+    assert result.stragglers == [] and result.failing == ["n05"] and result.unresolved == []
+    partner = next(b if a == "n05" else a for a, b in fleet.rounds[0] if "n05" in (a, b))
+    assert {"n05", partner} <= set(result.suspects_after_screen)
+    # the partner was paired again with a trusted node and cleared; the broken node failed once more and
+    # was not tried a third time
+    assert sum("n05" in p for r in fleet.rounds for p in r) == 2 and result.rounds == 2
+
+
+def test_confirm_pairs_that_fail_twice_name_no_straggler():
+    # the suspect's pair fails in the screen and with every trusted partner after it; a real straggler
+    # elsewhere is still named on its samples
+    names = [f"n{i:02d}" for i in range(16)]
+    result = screen_and_confirm(names, _Broken({"n07"}, slow={"n11": 0.7}).measure, seed=1)
+    assert result.stragglers == ["n11"] and result.failing == ["n07"]
+
+
+def test_a_suspect_that_completed_a_pair_and_then_fails_waits_and_is_never_named():
+    # slow in the screen, then its confirm pairs fail: nothing on samples says it is slow twice
+    names = [f"n{i:02d}" for i in range(8)]
+    state = {"round": 0}
+
+    def measure(pairs):
+        state["round"] += 1
+        out = {}
+        for p in pairs:
+            if "n02" in p:
+                out[p] = [50.0, 50.5, 49.5] if state["round"] == 1 else None
+            else:
+                out[p] = [90.0, 90.5, 89.5]
+        return out
+
+    result = screen_and_confirm(names, measure, seed=0)
+    assert result.stragglers == [] and result.failing == [] and "n02" in result.unresolved
+
+
+def test_judge_lists_a_node_that_completed_no_pair_as_failing_not_slow():
+    busbw = {key(a, b): [100.0, 101.0] for a, b in itertools.combinations("abcde", 2)}
+    for other in "bcde":
+        busbw[key("a", other)] = None
+    verdict = judge(busbw)
+    assert verdict.stragglers == [] and [(f.node, f.carries) for f in verdict.failing] == [("a", True)]
+    assert verdict.failing[0].failed_pairs == [key("a", o) for o in "bcde"]
+
+
+def test_two_nodes_whose_one_pair_failed_are_both_failing_and_neither_carries_it():
+    verdict = judge({key("a", "b"): None})
+    assert [(f.node, f.carries) for f in verdict.failing] == [("a", False), ("b", False)]
+    assert verdict.stragglers == [] and not verdict.judged
+
+
+def test_a_failed_link_between_two_working_nodes_fails_no_node():
+    busbw = {key(a, b): [100.0] for a, b in itertools.combinations("abcd", 2)}
+    busbw[key("a", "b")] = None
+    assert judge(busbw).failing == [] and judge(busbw).failed == {key("a", "b")}
+
+
+# -- an ungated pair: neither a healthy reference nor evidence of a slow pair ----------------------------------------
+def test_an_ungated_dip_does_not_raise_the_bar():
+    # as test_a_single_deep_dip_of_a_healthy_pair_raises_the_bar, but the dip was sampled without its round
+    busbw: dict = {key(a, b): [1.0, 1.02, 0.98] for a, b in itertools.combinations("abcd", 2)}
+    for o in "abc":
+        busbw[key("d", o)] = [0.6, 0.62, 0.61]
+    busbw[key("a", "b")] = Sampled((1.0, 0.5, 1.0), gated=False)
+    verdict = judge(busbw)
+    assert verdict.stragglers == ["d"] and verdict.healthy_floor_gb_s == 0.98
+    assert verdict.ungated == {key("a", "b")} and verdict.medians[key("a", "b")] == 1.0
+    assert key("a", "b") not in verdict.slow and verdict.healthy_pairs == 2
+
+
+def test_a_node_slow_only_in_ungated_pairs_is_not_named():
+    busbw: dict = {key(a, b): [1.0, 1.01, 0.99] for a, b in itertools.combinations("abcd", 2)}
+    for o in "abc":
+        busbw[key("d", o)] = Sampled((0.5, 0.51, 0.49), gated=False)
+    verdict = judge(busbw)
+    assert verdict.judged and verdict.stragglers == [] and verdict.slow == set()
+    assert verdict.ungated == {key("d", o) for o in "abc"}
+
+
+def test_fewer_than_half_the_pairs_gated_names_nobody():
+    busbw: dict = {key(a, b): Sampled((1.0,), gated=False) for a, b in itertools.combinations("abcd", 2)}
+    busbw[key("a", "b")] = [1.0]
+    busbw[key("c", "d")] = [0.01]
+    verdict = judge(busbw)
+    assert not verdict.judged and verdict.stragglers == []
+    assert verdict.why_not_judged == "only 2 of 6 pairs took their samples together with the rest of their round"
+
+
+def test_an_ungated_confirm_pair_neither_confirms_nor_clears():
+    # n03 dips in the screen; its confirm pairs run slow but without the round's gate in rounds 2 and 3
+    # (the rule before named it there), and gated and fast in round 4: it is cleared
+    names = [f"n{i:02d}" for i in range(16)]
+    state = {"round": 0}
+
+    def measure(pairs):
+        state["round"] += 1
+        out = {}
+        for p in pairs:
+            if "n03" in p and state["round"] == 1:
+                out[p] = [60.0, 60.5, 59.5]
+            elif "n03" in p and state["round"] in (2, 3):
+                out[p] = Sampled((50.0, 50.5, 49.5), gated=False)
+            else:
+                out[p] = [90.0, 90.5, 89.5]
+        return out
+
+    result = screen_and_confirm(names, measure, seed=3)
+    assert result.stragglers == [] and result.unresolved == [] and result.rounds == 4

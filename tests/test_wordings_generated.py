@@ -79,7 +79,7 @@ NODELESS = {"gpu.none", "gpu.not-visible", "phase.error", "phase.defect", "prefl
             "preflight.ssh-port-refused", "preflight.no-python", "preflight.peer-ssh", "preflight.gloo-no-torch",
             "evalpython.configured", "evalpython.fallback", "evalpython.node-python", "evalpython.newest-refused",
             "evalpython.not-newest", "network.launch-failed", "network.wrong-interpreter", "network.wrong-sum",
-            "network.inter-sweep-failed", "pairwise.pair-failed", "pairwise.not-judged", "storage.concurrent-refused",
+            "network.inter-sweep-failed", "pairwise.pair-failed", "pairwise.not-judged", "pairwise.round-ungated", "storage.concurrent-refused",
             "storage.no-shared", "lemon.gpu-dead", "health.cpu-stand-ins"}
 
 

@@ -182,6 +182,14 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
     "pairwise.pair-failed": {"a": NODES[:2], "b": NODES[2:4], "error": ERRORS},
     "pairwise.not-judged": {"why": ["none of the 6 pairs completed", "only 1 of 6 pairs completed",
                                     "only 0 of 1 pairs completed"], "not_joined": [[], ["gpu-012"], NODES[1:]]},
+    "pairwise.round-ungated": {
+        "round": [2, 1, 13], "pairs": [[f"{NODES[0]} + {NODES[1]}", f"{NODES[2]} + {NODES[3]}"],
+                                       [f"{a} + {b}" for a, b in zip(NODES[::2], NODES[1::2], strict=True)]],
+        "ungated": [[f"{NODES[2]} + {NODES[3]}"], [f"{NODES[2]} + {NODES[3]}", f"{NODES[4]} + {NODES[5]}"]],
+        "missing": [[f"{NODES[0]} + {NODES[1]}"], [], [f"{NODES[0]} + {NODES[1]}", f"{NODES[4]} + {NODES[5]}"]],
+        "why": ["gate 1 of the round was not passed together: Timeout (120000ms) reached in wait", "",
+                "the round's gate at 10.0.0.12:29500 could not be reached: connection refused"],
+        "timeout_s": [120, 0.5, 3600]},
     # ---- storage ----
     "storage.fio-missing": {},
     "storage.path-unreadable": {"path": PATHS, "output": ["", "df: /mnt/x: No such file or directory",
@@ -217,6 +225,7 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "network.launch-failed": ("diagnosis_text", "error", "exits", "log", "not_joined", "applied", "diagnosis"),
     "network.intra-sweep-failed": ("diagnosis", "applied"),
     "pairwise.not-judged": ("not_joined",),
+    "pairwise.round-ungated": ("why", "timeout_s"),
     "preflight.missing": ("hint",),
     "preflight.unreachable": ("hint",),
     "preflight.gloo-failed": ("diagnosis_text", "diagnosis", "applied"),

@@ -141,8 +141,9 @@ def _pairwise_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[
                     noun="node", policy=policy)
     nodes = sorted({x for p in pw.pairs for x in (p.a, p.b)}, key=lambda x: (keys.get(x, x), x))
     for name in nodes:
+        # an ungated pair's samples are no evidence of speed (analysis.stragglers)
         mine = [p.samples_gb_s or ([p.busbw_gb_s] if p.busbw_gb_s is not None else [])
-                for p in pw.pairs if name in (p.a, p.b)]
+                for p in pw.pairs if name in (p.a, p.b) and not p.ungated]
         mine = [s for s in mine if s]
         if not mine:
             continue

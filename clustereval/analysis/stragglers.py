@@ -8,7 +8,24 @@ machine) raises it and a quiet one lowers it.
 ``screen_and_confirm`` is the large-N strategy: one round of disjoint pairs screens every node, a
 second round pairs each suspect with a node already seen fast, so a few slow nodes among a thousand
 are named in 2-3 rounds instead of N-1, never more than ``round_budget(N)`` = 2·log2 N. ``measure`` callbacks take a round (a list of disjoint
-pairs) and return busbw per pair (None: the pair did not complete).
+pairs) and return busbw per pair (None: the pair did not complete; ``Sampled``: samples that say
+whether they were taken together with the round).
+
+Two kinds of evidence are never a verdict on speed:
+
+- **A pair that did not complete** (its job failed: no sample) is neither slow nor fast. A node is
+  named slow on samples only. A node that completed no pair while a partner of one of its failed
+  pairs completed another is a failing node (``FailedNode``, ``carries``): the failure is its own,
+  it is listed with the launcher's error, never as a straggler. When neither node of a failed pair
+  completed any pair, both are listed as failing and the hunt does not say which of them it was.
+- **An ungated pair** (``Sampled.gated`` False: in a round of several pairs, its samples did not all
+  pass the round's gate with every pair, so they may have overlapped other pairs' traffic or been
+  taken without it) is listed with its figures but is neither a healthy reference nor evidence of a
+  slow pair: ``judge`` leaves it out of the bar and of every node's evidence, and judges only when
+  at least half the pairs were completed and gated; in the screen's confirm rounds it neither
+  confirms nor clears its suspect (which waits for another round), and an ungated reference pair
+  does not set the round's bar. The screen's first round only sorts nodes into suspects and trusted
+  partners (nobody is named on it): its bar comes from the gated pairs when any was gated.
 """
 
 from __future__ import annotations
@@ -20,7 +37,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Pair = tuple[str, str]
-Samples = Sequence[float] | float | None  # a pair's busbw samples; one value is one sample; None / []: failed
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """A pair's busbw samples and whether every one of them was taken together with its round."""
+
+    samples_gb_s: tuple[float, ...]
+    gated: bool = True  # False: a round of several pairs whose gate this pair did not pass with every pair
+
+
+Samples = Sampled | Sequence[float] | float | None  # one value is one sample; None / []: failed; a plain value is gated
 MeasureRound = Callable[[list[Pair]], Mapping[Pair, Samples]]
 
 
@@ -52,13 +79,23 @@ def round_robin(nodes: Sequence[str]) -> list[list[Pair]]:
 class SuspectScore:
     node: str
     slow_pairs: int
-    pairs: int  # completed pairs (a failed pair is neither slow nor fast)
-    mean_busbw_gb_s: float  # over its completed pairs' medians; 0.0 when none completed
+    pairs: int  # compared pairs: completed and gated (a failed or ungated pair is neither slow nor fast)
+    mean_busbw_gb_s: float  # over its compared pairs' medians; 0.0 when none was compared
     failed_pairs: int = 0
 
     @property
     def share(self) -> float:
         return self.slow_pairs / self.pairs if self.pairs else 0.0
+
+
+@dataclass
+class FailedNode:
+    """A node that completed no pair: failing, not slow (a node is named slow on samples only)."""
+
+    node: str
+    failed_pairs: list[Pair]  # its pairs that did not complete
+    carries: bool  # a partner of a failed pair completed another pair, so the failure is this node's;
+    # False: no partner completed a pair either, so which node of the pair failed is not known
 
 
 @dataclass
@@ -68,9 +105,11 @@ class Judgement:
     suspects: list[SuspectScore] = field(default_factory=list)  # highest share of slow pairs first
     stragglers: list[str] = field(default_factory=list)
     failed: set[Pair] = field(default_factory=set)  # pairs that returned no sample
+    ungated: set[Pair] = field(default_factory=set)  # completed pairs not sampled together with their round
+    failing: list[FailedNode] = field(default_factory=list)  # nodes that completed no pair, by name
     num_pairs: int = 0
     num_completed: int = 0
-    judged: bool = False  # False: too few pairs completed to name anyone
+    judged: bool = False  # False: too few pairs completed (and were gated) to name anyone
     why_not_judged: str = ""
     healthy_pairs: int = 0  # the pairs the threshold was taken from (none of the named nodes in them)
     healthy_samples: int = 0
@@ -83,9 +122,15 @@ class Judgement:
 def _samples(value: Samples) -> list[float]:
     if value is None:
         return []
+    if isinstance(value, Sampled):
+        return list(value.samples_gb_s)
     if isinstance(value, (int, float)):
         return [float(value)]
     return [float(v) for v in value]
+
+
+def _gated(value: Samples) -> bool:
+    return value.gated if isinstance(value, Sampled) else True
 
 
 def _median(value: Samples) -> float | None:
@@ -102,40 +147,49 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
     """Name the nodes whose pairs are slower than the healthy pairs' own spread explains.
 
     ``results``: every pair's busbw samples (a single value is one sample; None or [] means the
-    pair failed). Each pair is summarised by its median sample. A set S of the lowest-scoring
-    nodes (score: the mean of a node's pair medians) is named when every sample of every completed
+    pair failed; ``Sampled`` with ``gated`` False: taken without the round's gate). Each pair is
+    summarised by its median sample. A set S of the lowest-scoring
+    nodes (score: the mean of a node's compared pair medians) is named when every sample of every compared
     pair of each member with a node outside S, its fastest included, is more than ``threshold_pct``
-    below the slowest sample of any pair between nodes outside S (the healthy pairs): the two ranges
+    below the slowest sample of any compared pair between nodes outside S (the healthy pairs): the two ranges
     do not even touch, so neither pair's own noise can explain the gap. The largest such S of fewer than half the nodes
     wins (two stragglers are named together even though each slows the other's reference).
 
-    A failed pair counts for nobody: it is neither slow nor fast. No node is named when fewer than
-    half the pairs completed (the failures are then a launcher problem, not a fabric verdict), and
-    no mean is taken over zero values.
+    A compared pair completed and was gated. A failed pair counts for nobody: it is neither slow nor
+    fast, and its nodes are judged by ``failing_nodes`` instead. An ungated pair keeps its median but
+    is neither a reference nor evidence (the module's docstring). No node is named when fewer than
+    half the pairs completed (the failures are then a launcher problem, not a fabric verdict) or
+    fewer than half were compared, and no mean is taken over zero values.
     """
     samples = {key(*k): _samples(v) for k, v in results.items()}
     done = {k: s for k, s in samples.items() if s}
+    ungated = {key(*k) for k, v in results.items() if not _gated(v)} & set(done)
+    compared = {k: s for k, s in done.items() if k not in ungated}
     med = {k: statistics.median(s) for k, s in done.items()}
+    cmp_med = {k: m for k, m in med.items() if k in compared}
     nodes = sorted({n for k in samples for n in k})
     out = Judgement(mean_busbw_gb_s=statistics.fmean(med.values()) if med else 0.0,
                     failed={k for k, s in samples.items() if not s}, num_pairs=len(samples),
-                    num_completed=len(done), medians=med)
+                    num_completed=len(done), medians=med, ungated=ungated, failing=failing_nodes(samples))
     if not med:
         out.why_not_judged = f"none of the {len(samples)} pairs completed"
     elif len(done) * 2 < len(samples):
         out.why_not_judged = f"only {len(done)} of {len(samples)} pairs completed"
+    elif len(compared) * 2 < len(samples):
+        out.why_not_judged = (f"only {len(compared)} of {len(samples)} pairs took their samples together with "
+                              "the rest of their round")
     else:
         out.judged = True
-    score = {n: statistics.fmean(v) if (v := [m for k, m in med.items() if n in k]) else 0.0 for n in nodes}
+    score = {n: statistics.fmean(v) if (v := [m for k, m in cmp_med.items() if n in k]) else 0.0 for n in nodes}
     named: list[str] = []
     if out.judged:
         order = sorted(nodes, key=lambda n: (score[n], n))
         for size in range(1, (len(nodes) - 1) // 2 + 1):
             group = order[:size]
-            if _all_slow(group, set(nodes) - set(group), done, med, threshold_pct):
+            if _all_slow(group, set(nodes) - set(group), compared, cmp_med, threshold_pct):
                 named = group
     healthy = set(nodes) - set(named)
-    ref = {k: s for k, s in done.items() if k[0] in healthy and k[1] in healthy}
+    ref = {k: s for k, s in compared.items() if k[0] in healthy and k[1] in healthy}
     pooled = [x for s in ref.values() for x in s]
     if pooled:
         out.healthy_pairs, out.healthy_samples = len(ref), len(pooled)
@@ -143,17 +197,32 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
         out.healthy_floor_gb_s = min(pooled)
         out.limit_gb_s = out.healthy_floor_gb_s * (1 - threshold_pct / 100)
     if out.judged:
-        for k in med:
+        for k in cmp_med:
             others = [x for p, s in ref.items() if p != k for x in s]
             if others and max(done[k]) < min(others) * (1 - threshold_pct / 100):
                 out.slow.add(k)
     out.stragglers = sorted(named, key=lambda n: (score[n], n))
     suspects = []
     for n in nodes:
-        mine = [k for k in med if n in k]
+        mine = [k for k in cmp_med if n in k]
         suspects.append(SuspectScore(n, sum(1 for k in mine if k in out.slow), len(mine), score[n],
                                      failed_pairs=sum(1 for k in out.failed if n in k)))
     out.suspects = sorted(suspects, key=lambda s: (-s.share, s.mean_busbw_gb_s, s.node))
+    return out
+
+
+def failing_nodes(results: Mapping[Pair, Samples]) -> list[FailedNode]:
+    """The nodes that completed no pair although one of their pairs was run: each with its failed pairs,
+    and whether it carries the failure (a partner of a failed pair completed another pair, so that
+    partner can run a pair job) or shares it with partners that completed nothing either. A node
+    that completed a pair is not listed: its failed pairs are said pair by pair."""
+    samples = {key(*k): _samples(v) for k, v in results.items()}
+    completed = {n for k, s in samples.items() if s for n in k}
+    out = []
+    for n in sorted({n for k in samples for n in k} - completed):
+        failed = sorted(k for k in samples if n in k)
+        partners = {k[1] if k[0] == n else k[0] for k in failed}
+        out.append(FailedNode(node=n, failed_pairs=failed, carries=bool(partners & completed)))
     return out
 
 
@@ -198,8 +267,9 @@ class ScreenResult:
     stragglers: list[str]
     rounds: int
     pairs_measured: int
-    suspects_after_screen: list[str]
+    suspects_after_screen: list[str]  # the nodes round 1 left to check: slow pairs', failed pairs', the bye
     unresolved: list[str] = field(default_factory=list)  # suspects still waiting for a trusted partner at the budget
+    failing: list[str] = field(default_factory=list)  # completed no pair and failed one with a trusted partner
 
 
 def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pct: float = 5.0,
@@ -208,14 +278,19 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
 
     Round 1 pairs every node with a random partner. Both members of a pair whose samples are all
     more than ``threshold_pct`` below the round's upper quartile of pair medians (its fastest pair
-    below 8 pairs) are suspects: the pair's own noise cannot explain the gap, as in ``judge``; members
-    of the other pairs are trusted. Each later round pairs every remaining suspect with a trusted
+    below 8 pairs; taken over the gated pairs when any was gated) are suspects: the pair's own noise
+    cannot explain the gap, as in ``judge``; members of the other completed pairs are trusted. Both
+    members of a pair that did not complete are checked again like suspects, with no slow pair
+    counted against them. Each later round pairs every remaining suspect with a trusted
     node and, when two trusted nodes are left over, measures them together as the round's own
     reference: the round's bar is that pair's median less ``threshold_pct`` (the pairs of a round run
     at the same time, so a load that slows the whole round lowers the bar with it; without a spare
-    reference the screen's bar stands). A suspect whose pair is slow with ``CONFIRMATIONS`` trusted
-    partners in turn is a straggler, one whose pair is fast is cleared (a healthy node is named only
-    if two pairs with healthy partners both fall below the bar by chance). Suspects
+    gated reference the screen's bar stands). A suspect whose gated pair is slow with ``CONFIRMATIONS``
+    trusted partners in turn is a straggler, one whose gated pair is fast is cleared (a healthy node is named only
+    if two pairs with healthy partners both fall below the bar by chance). A suspect whose pair with a
+    trusted partner fails is failing (``failing``, never a straggler) when it has completed no pair:
+    its partner has, so the failure is the suspect's; one that has completed a pair, and one whose
+    pair was ungated, waits for another partner (neither is evidence of speed). Suspects
     left without a trusted partner wait for the next round (trusted nodes are plentiful unless most
     nodes are slow). The round's upper quartile is the reference because a slow pair's both members
     are in it: the mean, and with a third of the nodes slow even the median, would follow the slow
@@ -229,9 +304,10 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     first = [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
     measured = 0
     got = measure(first)
-    res = {k: _median(v) for k, v in got.items()}
     measured += len(first)
-    done = sorted(v for v in res.values() if v is not None)
+    completed = {n for p, v in got.items() if _samples(v) for n in p}
+    gated = [v for v in got.values() if _samples(v) and _gated(v)]
+    done = sorted(m for v in (gated or list(got.values())) if (m := _median(v)) is not None)
     # the upper quartile: with 30% of the nodes slow, half the pairs hold one and the median is a slow pair;
     # with fewer than 8 pairs the fastest, since three slow nodes among eight leave one healthy pair of four
     ref = (done[(3 * (len(done) - 1)) // 4] if len(done) >= 8 else done[-1]) if done else 0.0
@@ -241,13 +317,14 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     for (a, b), samples in got.items():
         v = _fastest(samples)
         if v is None or v < limit:
-            suspects += [a, b]
+            suspects += [a, b]  # a failed pair's nodes are checked again, with nothing counted against them
         else:
             trusted += [a, b]
     if len(order) % 2:
         suspects.append(order[-1])  # the bye is checked in round 2
     screened = sorted(suspects)
     stragglers: list[str] = []
+    failing: list[str] = []
     rounds = 1
     pending = list(suspects)
     slow_with: dict[str, int] = {}  # suspect -> trusted partners it was slow with so far
@@ -261,10 +338,23 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         reference = [(spare[0], spare[1])] if len(spare) >= 2 else []
         got = measure(this_round + reference)
         measured += len(this_round) + len(reference)
-        ref_median = _median(got.get(reference[0])) if reference else None
+        completed |= {n for p, v in got.items() if _samples(v) for n in p}
+        ref_value = got.get(reference[0]) if reference else None
+        ref_median = _median(ref_value) if _gated(ref_value) else None
         bar = ref_median * (1 - threshold_pct / 100) if ref_median is not None else limit
-        for (s, _partner), v in zip(this_round, (_fastest(got.get(p)) for p in this_round), strict=True):
-            if v is not None and v >= bar:
+        for pair in this_round:
+            s, value = pair[0], got.get(pair)
+            v = _fastest(value)
+            if v is None:
+                if s not in completed:
+                    failing.append(s)  # its trusted partner runs pair jobs: the failure is this node's
+                else:
+                    waiting.append(s)
+                continue
+            if not _gated(value):
+                waiting.append(s)  # sampled without the round: no evidence either way
+                continue
+            if v >= bar:
                 trusted.append(s)  # cleared: it can partner later suspects
                 continue
             slow_with[s] = slow_with.get(s, 0) + 1
@@ -274,7 +364,7 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
                 waiting.append(s)  # once more, with another trusted partner
         pending = waiting
     return ScreenResult(stragglers=sorted(stragglers), rounds=rounds, pairs_measured=measured,
-                        suspects_after_screen=screened, unresolved=sorted(pending))
+                        suspects_after_screen=screened, unresolved=sorted(pending), failing=sorted(failing))
 
 
 @dataclass

@@ -7,6 +7,13 @@ of its pairs is slower than any healthy pair ever ran, less ``threshold_pct``. A
 ``screen_and_confirm`` localises slow nodes in a few rounds. Every pair's job uses the run's
 rendezvous plan. ``run_pairwise(ctx, nodes)`` is the entry point the ``pairwise`` command and other
 phases call.
+
+A pair whose job fails gives no sample: its nodes are never slow on that evidence. A node that
+completed no pair is a failing node (``PairwiseRecord.failing``, with the launcher's error, and the
+phase is partial: exit 1); with a partner that completed another pair the failure is its own. A
+round of several pairs whose pairs did not all pass its gate together (one never came, or the gate
+could not be reached) gets a ``pairwise.round-ungated`` Gap, and its ungated pairs are neither a
+healthy reference nor evidence of a slow pair (``analysis.stragglers`` says the rule).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from clustereval.phases.torchrun import (
     ship_all,
 )
 from clustereval.records import Gap
-from clustereval.records.network import NodeSuspect, PairResult, PairwiseRecord
+from clustereval.records.network import FailingNode, NodeSuspect, PairResult, PairwiseRecord
 from clustereval.transport.base import Node, run_parallel
 
 # each sample at least 0.3 s of back-to-back calls: a CPU rank's scheduling hiccups average out
@@ -80,16 +87,16 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
                 "--gate-server", host.name if index == 0 else "", "--gate-key", f"{ctx.store.run_id}-{phase}-r{rnd}",
                 "--gate-timeout-s", str(GATE_TIMEOUT_S)]
 
-    def measure(pairs: list[st.Pair]) -> dict[st.Pair, list[float]]:
+    def measure(pairs: list[st.Pair]) -> dict[st.Pair, st.Sampled]:
         state["round"] += 1
         rnd = state["round"]
         ctx.progress(phase, nodes[0].name, f"round {rnd}: {len(pairs)} pair(s) in parallel", None)
 
-        def one(item: tuple[int, st.Pair]) -> list[float]:
+        def one(item: tuple[int, st.Pair]) -> st.Sampled:
             i, (a, b) = item
             if ctx.stop.is_set():
                 results.append(PairResult(a=a, b=b, round=rnd, error="not run: the run was interrupted"))
-                return []
+                return st.Sampled(())
             pair_nodes = [by_name[a], by_name[b]]
             gate = gate_args(by_name[pairs[0][0]], len(pairs), i, rnd)
             res = launch(ctx, label=f"pair-r{rnd}-{a}-{b}", module="allreduce", args=[*args, *gate], nodes=pair_nodes,
@@ -102,12 +109,16 @@ def run_pairwise(ctx: RunContext, nodes: list[Node] | None = None, settings: Pai
             values = [float(e["busbw_gb_s"]) for e in rows] if ok else []
             why = res.info.diagnosis_text or res.info.error or "no result"
             ended = time.monotonic() - t0
+            gated = bool(gate) and bool(rows) and all(e.get("gated") for e in rows)
+            ungated = bool(gate) and bool(values) and not gated  # a round of several pairs, not sampled with it
+            left = next((str(e.get("error", "")) for e in res.of("gate-unavailable")), "")
             results.append(PairResult(a=a, b=b, round=rnd, samples_gb_s=values, error="" if ok else why,
                                       started_s=round(ended - res.info.seconds, 2), ended_s=round(ended, 2),
                                       sample_starts_unix_s=[float(e.get("started_unix_s", 0.0)) for e in rows],
                                       sample_ends_unix_s=[float(e.get("ended_unix_s", 0.0)) for e in rows],
-                                      gated=bool(gate) and bool(rows) and all(e.get("gated") for e in rows)))
-            return values
+                                      gated=gated, ungated=ungated,
+                                      gate_error=left))
+            return st.Sampled(tuple(values), gated=not ungated)
 
         values = run_parallel(list(enumerate(pairs)), one, max(1, len(pairs)))
         return dict(zip(pairs, values, strict=True))
@@ -129,10 +140,12 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
                 stragglers: list[str] | None = None) -> None:
     """Fill ``rec`` from every pair's samples: the judgement (``analysis.stragglers.judge``), each pair's
     median and verdict, the suspects, the stragglers (``stragglers``: the screening's names; None:
-    the judgement's), the nodes that joined no pair, and a Gap for each failed pair and for a hunt
-    that could not judge. ``names``: every node of the hunt; ``joined``: those whose workers started."""
+    the judgement's), the failing nodes, the nodes that joined no pair, and a Gap for each failed
+    pair, each ungated round and a hunt that could not judge. ``names``: every node of the hunt;
+    ``joined``: those whose workers started. A pair's ``ungated`` is the phase's own word (set when it
+    ran), so a record of an older run is judged as it was."""
     threshold_pct, phase = rec.threshold_pct, rec.phase
-    samples_by_pair = {st.key(r.a, r.b): r.samples_gb_s for r in results}
+    samples_by_pair = {st.key(r.a, r.b): st.Sampled(tuple(r.samples_gb_s), gated=not r.ungated) for r in results}
     verdict = st.judge(samples_by_pair, threshold_pct)
     rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
     rec.judged, rec.why_not_judged = verdict.judged, verdict.why_not_judged
@@ -148,16 +161,35 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
     rec.suspects = [NodeSuspect(node=s.node, slow_pairs=s.slow_pairs, pairs=s.pairs, share=round(s.share, 4),
                                 mean_busbw_gb_s=round(s.mean_busbw_gb_s, 3), failed_pairs=s.failed_pairs)
                     for s in verdict.suspects]
-    rec.stragglers = list(stragglers) if stragglers is not None else verdict.stragglers
+    failing = {f.node for f in verdict.failing}
+    # a node is named slow on samples only: a screening's name for a node that completed no pair is dropped
+    rec.stragglers = [s for s in (stragglers if stragglers is not None else verdict.stragglers) if s not in failing]
+    first_error = {}
+    for r in rec.pairs:
+        if r.busbw_gb_s is None:
+            first_error.setdefault(r.a, r.error)
+            first_error.setdefault(r.b, r.error)
+    rec.failing = [FailingNode(node=f.node, error=first_error.get(f.node, ""), carries=f.carries,
+                               partners=[b if a == f.node else a for a, b in f.failed_pairs])
+                   for f in verdict.failing]
     rec.not_joined = [n for n in names if n not in joined] if any(r.error for r in results) else []
     failed = [r for r in results if r.busbw_gb_s is None]
+    for rnd in sorted({r.round for r in rec.pairs}):
+        mine = [r for r in rec.pairs if r.round == rnd]
+        if any(r.ungated for r in mine):
+            rec.gaps.append(Gap(phase=phase, kind="pairwise.round-ungated", facts={
+                "round": rnd, "pairs": [f"{r.a} + {r.b}" for r in mine],
+                "ungated": [f"{r.a} + {r.b}" for r in mine if r.ungated],
+                "missing": [f"{r.a} + {r.b}" for r in mine if r.busbw_gb_s is None],
+                "why": next((r.gate_error for r in mine if r.gate_error), ""), "timeout_s": GATE_TIMEOUT_S}))
     if failed:
         rec.status = "partial" if len(failed) < len(results) else "failed"
         for r in failed:
             rec.gaps.append(Gap(phase=phase, kind="pairwise.pair-failed", facts={"a": r.a, "b": r.b, "error": r.error}))
-        if not rec.judged:
-            rec.gaps.append(Gap(phase=phase, kind="pairwise.not-judged",
-                                facts={"why": rec.why_not_judged, "not_joined": list(rec.not_joined)}))
+    if not rec.judged:
+        rec.status = "failed" if failed and len(failed) == len(results) else "partial"
+        rec.gaps.append(Gap(phase=phase, kind="pairwise.not-judged",
+                            facts={"why": rec.why_not_judged, "not_joined": list(rec.not_joined)}))
 
 
 class PairwisePhase:

@@ -217,6 +217,10 @@ class PairResult:
     sample_starts_unix_s: list[float] = field(default_factory=list)
     sample_ends_unix_s: list[float] = field(default_factory=list)
     gated: bool = False  # every sample passed the round's gate with every pair of the round
+    # in a round of several pairs, completed without passing every gate with the round: its samples
+    # are neither a healthy reference nor evidence of a slow pair (analysis.stragglers)
+    ungated: bool = False
+    gate_error: str = ""  # why the pair's job left the gate ("": it passed every gate, or had none)
 
 
 @dataclass
@@ -227,6 +231,19 @@ class NodeSuspect:
     share: float  # slow_pairs / pairs
     mean_busbw_gb_s: float = 0.0
     failed_pairs: int = 0
+
+
+@dataclass
+class FailingNode:
+    """A node of the pairwise hunt that completed no pair: failing, with the launcher's error, never a
+    straggler (a node is named slow on samples only)."""
+
+    node: str
+    error: str  # the error of its first failed pair, as the launcher gave it
+    partners: list[str] = field(default_factory=list)  # the partners of its failed pairs
+    # a partner completed another pair, so the failure is this node's; False: no partner completed one
+    # either, so which node of the pair failed is not known
+    carries: bool = True
 
 
 @dataclass
@@ -250,6 +267,7 @@ class PairwiseRecord(PhaseRecord):
     rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
+    failing: list[FailingNode] = field(default_factory=list)  # nodes that completed no pair (not stragglers)
     unresolved: list[str] = field(default_factory=list)  # screened suspects the round budget left unconfirmed
     heatmap: str = ""  # raw-folder path of a pair-matrix PNG drawn by the run (older runs; the report draws it now)
     wall_seconds: float = 0.0

@@ -14,6 +14,7 @@ from clustereval.records import Finding, Gap
 from clustereval.records.network import (
     AllreduceRecord,
     ConnectivityRecord,
+    FailingNode,
     NcclDebugInfo,
     PairwiseRecord,
     Sweep,
@@ -502,13 +503,15 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
             row = [node_label(view, p.a), node_label(view, p.b), str(p.round), gbps(p.busbw_gb_s),
                    gbps(min(samples)), gbps(max(samples))]
             row += [f"{(p.busbw_gb_s / ref - 1) * 100:+.1f}"] if ref else []
-            row.append("slow" if p.slow else "within the healthy spread")
+            row.append("slow" if p.slow else "not compared: sampled without its round" if p.ungated
+                       else "within the healthy spread")
             rows.append(row)
         doc.table(headers, rows, "llrrrr" + ("r" if ref else "") + "l")
     if failed:
         doc.para("Pairs that did not complete (counted neither slow nor fast): "
                  + "; ".join(f"{node_label(view, p.a)} + {node_label(view, p.b)} ({raw_output(p.error, 'no result')})"
                              for p in failed) + ".")
+    _failing(view, doc, pw, out)
     if pw.stragglers:
         doc.para("Stragglers (every sample of their pairs below the limit): "
                  + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers) + ".")
@@ -564,6 +567,30 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
                                     f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))
 
 
+def _failing_reason(view: RunView, f: FailingNode) -> str:
+    partners = ", ".join(f"`{node_label(view, x)}`" for x in f.partners)
+    if f.carries and len(f.partners) == 1:
+        return f"its partner {partners} completed another pair, so the failure is its own"
+    if f.carries:
+        return f"of its partners {partners} at least one completed another pair, so the failure is its own"
+    return f"neither it nor {partners} completed a pair, so which node of the pair failed is not known"
+
+
+def _failing(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResult) -> None:
+    """Nodes that completed no pair: failing, with the launcher's error, never stragglers (named slow on
+    samples only)."""
+    if not pw.failing:
+        return
+    doc.para("Nodes that did not complete a pair (failing, not slow: no sample judged them): "
+             + "; ".join(f"`{node_label(view, f.node)}` ({raw_output(f.error, 'no result')}; "
+                         f"{_failing_reason(view, f)})" for f in pw.failing) + ".")
+    for f in pw.failing:
+        out.findings.append(Finding(
+            "underperforming", "torchrun",
+            f"`{node_label(view, f.node)}` did not complete a pair of the pairwise hunt "
+            f"({raw_output(f.error, 'no result')}; {_failing_reason(view, f)}): it is failing, not a straggler"))
+
+
 def _unresolved(view: RunView, doc: Document, pw: PairwiseRecord) -> None:
     """Suspects of the screening round that the hunt's round budget left unconfirmed: neither named nor cleared."""
     if pw.unresolved:
@@ -587,11 +614,14 @@ def pairwise_lines(pw: PairwiseRecord) -> list[str]:
             continue
         samples = p.samples_gb_s or [p.busbw_gb_s]
         lines.append(f"  {p.a} + {p.b}: {gbps(p.busbw_gb_s)} GBps (samples {gbps(min(samples))}–{gbps(max(samples))})"
-                     f"{'  SLOW' if p.slow else ''}")
+                     f"{'  SLOW' if p.slow else '  not compared: sampled without its round' if p.ungated else ''}")
     for s in pw.suspects:
         if s.slow_pairs:
             lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")
     lines.append("stragglers: " + (", ".join(pw.stragglers) if pw.stragglers else "none named"))
+    for f in pw.failing:
+        lines.append(f"did not complete a pair (failing, not slow): {f.node} ({f.error or 'no result'}; "
+                     + ("a partner completed another pair)" if f.carries else "which node of the pair failed is not known)"))
     if pw.unresolved:
         lines.append(f"unresolved at the {pw.num_rounds}-round budget: " + ", ".join(pw.unresolved))
     return lines

@@ -80,3 +80,27 @@ def _not_judged(g: Gap) -> tuple[str, str]:
     who = f"; {', '.join(f['not_joined'])} joined no pair" if f.get("not_joined") else ""
     return (f"No straggler was judged: {f['why']}{who}. This is a launcher problem, not a verdict on the fabric.",
             "fix the launch (see the pairs' errors above), then run `clustereval pairwise` again")
+
+
+def _pairs_words(pairs: list[str]) -> str:
+    return ", ".join(pairs[:-1]) + f" and {pairs[-1]}" if len(pairs) > 1 else "".join(pairs)
+
+
+@wording("pairwise.round-ungated")
+def _round_ungated(g: Gap) -> tuple[str, str]:
+    """A round of several pairs whose pairs did not take every sample together (workers.roundgate)."""
+    f = g.facts
+    ungated, missing = list(f.get("ungated", [])), list(f.get("missing", []))
+    verb = "was" if len(ungated) == 1 else "were"
+    why = f" ({raw_output(f['why'], '')})" if f.get("why") else ""
+    if missing:
+        cause = (f"{_pairs_words(missing)} did not complete, so {'it' if len(missing) == 1 else 'they'} never "
+                 f"reached the round's gate, and {_pairs_words(ungated)} {verb} sampled without "
+                 f"{'it' if len(missing) == 1 else 'them'} after waiting up to {f.get('timeout_s', 0):g} s{why}")
+    else:
+        cause = f"{_pairs_words(ungated)} did not pass the round's gate with every pair{why}"
+    return (f"Round {f['round']} of the pairwise hunt ({_pairs_words(list(f.get('pairs', [])))}) did not take its "
+            f"samples together: {cause}. Those samples may have overlapped other pairs' traffic or been taken "
+            "without it, so they were neither a healthy reference nor evidence of a slow pair.",
+            "read the round's launch logs in the raw folder, fix what kept a pair from its gate, and run "
+            "`clustereval pairwise` again")
