@@ -84,11 +84,12 @@ def _renamed(records: dict, names: list[str]) -> dict:
 
 
 def _hunt(names: list[str], *, slow: dict[str, float] | None = None, failed: dict[tuple[str, str], str] | None = None,
-          joined: set[str] | None = None, unresolved: list[str] | None = None) -> PairwiseRecord:
+          joined: set[str] | None = None, unresolved: list[str] | None = None,
+          ungated: set[tuple[str, str]] | None = None) -> PairwiseRecord:
     """The pairwise record the phase writes (``phases.pairwise.judge_pairs``) for every pair of ``names``:
     three samples each, ``slow`` nodes' pairs at that fraction of the rate, ``failed`` pairs with their
-    error line."""
-    slow, failed = slow or {}, failed or {}
+    error line, ``ungated`` pairs sampled without their round's gate."""
+    slow, failed, ungated = slow or {}, failed or {}, ungated or set()
     rec = PairwiseRecord(payload_bytes=2**30, backend="nccl", ranks_per_node=8, samples_per_pair=3)
     results = []
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
@@ -96,7 +97,10 @@ def _hunt(names: list[str], *, slow: dict[str, float] | None = None, failed: dic
         err = failed.get((a, b), "")
         rate = 90.0 * min(slow.get(a, 1.0), slow.get(b, 1.0))
         results.append(PairResult(a=a, b=b, round=r // max(1, len(names) // 2) + 1, error=err,
-                                  samples_gb_s=[] if err else [rate * (1 + d) for d in (-0.004, 0.0, 0.003)]))
+                                  samples_gb_s=[] if err else [rate * (1 + d) for d in (-0.004, 0.0, 0.003)],
+                                  ungated=(a, b) in ungated and not err,
+                                  gate_error="gate 1 of the round was not passed together: Timeout (120000ms) "
+                                             "reached in wait" if (a, b) in ungated else ""))
     rec.num_rounds = max(r.round for r in results)
     judge_pairs(rec, results, names, joined if joined is not None else set(names))
     rec.unresolved = list(unresolved or [])
@@ -118,6 +122,16 @@ def _network_cases():
         for joined in (set(names), set(names[1:]), set()):
             yield (f"{n} nodes, every pair failed, {len(joined)} joined", names,
                    _hunt(names, failed=every, joined=joined), ERRORS[1])
+        mine = {(a, b): ERRORS[k % len(ERRORS)] for k, (a, b) in
+                enumerate((a, b) for i, a in enumerate(names) for b in names[i + 1:]) if names[1] in (a, b)}
+        for err in ERRORS[:3]:
+            yield (f"{n} nodes, {names[1]} completed no pair: {err!r}", names,
+                   _hunt(names, failed=dict.fromkeys(mine, err)), None)
+        first = {(a, b) for i, a in enumerate(names) for b in names[i + 1:]}
+        yield (f"{n} nodes, {names[1]} completed no pair, the other pairs ungated", names,
+               _hunt(names, failed=mine, ungated=first - set(mine)), None)
+        yield f"{n} nodes, one pair ungated", names, _hunt(names, ungated={(names[0], names[-1])}), None
+        yield f"{n} nodes, every pair ungated", names, _hunt(names, ungated=first), None
         yield f"{n} nodes, {n - 1} unresolved", names, _hunt(names, unresolved=names[1:]), None
         yield f"{n} nodes, 1 unresolved", names, _hunt(names, unresolved=names[-1:]), None
 

@@ -343,3 +343,49 @@ def test_an_ungated_confirm_pair_neither_confirms_nor_clears():
 
     result = screen_and_confirm(names, measure, seed=3)
     assert result.stragglers == [] and result.unresolved == [] and result.rounds == 4
+
+
+# -- the record the phase writes (phases.pairwise.judge_pairs) --------------------------------------------------------
+def _round_robin_record(names, broken: str, error: str):
+    from clustereval.records.network import PairResult, PairwiseRecord
+
+    results = []
+    for rnd, pairs in enumerate(round_robin(names), 1):
+        lost = any(broken in p for p in pairs)
+        for a, b in pairs:
+            if broken in (a, b):
+                results.append(PairResult(a=a, b=b, round=rnd, error=error))
+            else:
+                results.append(PairResult(a=a, b=b, round=rnd, samples_gb_s=[0.2, 0.21, 0.19], gated=False,
+                                          ungated=lost, gate_error="gate 1 of the round was not passed together: "
+                                          "Timeout (120000ms) reached in wait" if lost else ""))
+    return PairwiseRecord(phase="pairwise", threshold_pct=5.0, samples_per_pair=3), results
+
+
+def test_the_record_names_a_node_whose_pairs_failed_as_failing_with_the_launchers_error():
+    from clustereval.phases.pairwise import judge_pairs
+
+    names = ["n0", "n1", "n2", "n3"]
+    rec, results = _round_robin_record(names, "n2", "ssh: connect to host n2 port 22: Connection refused")
+    judge_pairs(rec, results, names, {"n0", "n1", "n3"})
+    assert rec.stragglers == [] and rec.status == "partial" and not rec.judged
+    assert [(f.node, f.error, f.partners, f.carries) for f in rec.failing] == [
+        ("n2", "ssh: connect to host n2 port 22: Connection refused", ["n0", "n1", "n3"], True)]
+    ungated = [g for g in rec.gaps if g.kind == "pairwise.round-ungated"]
+    assert [g.facts["round"] for g in ungated] == [1, 2, 3]
+    assert all(len(g.facts["missing"]) == 1 and "n2" in g.facts["missing"][0] for g in ungated)
+    assert all("not passed together" in g.facts["why"] for g in ungated)
+    assert sum(g.kind == "pairwise.pair-failed" for g in rec.gaps) == 3
+    assert all(p.ungated and not p.slow for p in rec.pairs if p.busbw_gb_s is not None)
+
+
+def test_a_gated_hunt_records_no_ungated_round():
+    from clustereval.phases.pairwise import judge_pairs
+    from clustereval.records.network import PairResult, PairwiseRecord
+
+    names = ["n0", "n1", "n2", "n3"]
+    results = [PairResult(a=a, b=b, round=rnd, samples_gb_s=[1.0, 1.01], gated=True)
+               for rnd, pairs in enumerate(round_robin(names), 1) for a, b in pairs]
+    rec = PairwiseRecord(phase="pairwise", samples_per_pair=2)
+    judge_pairs(rec, results, names, set(names))
+    assert rec.judged and rec.status == "ok" and rec.gaps == [] and rec.failing == []

@@ -164,13 +164,15 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
     failing = {f.node for f in verdict.failing}
     # a node is named slow on samples only: a screening's name for a node that completed no pair is dropped
     rec.stragglers = [s for s in (stragglers if stragglers is not None else verdict.stragglers) if s not in failing]
-    first_error = {}
+    order = {n: i for i, n in enumerate(names)}
+    first_error: dict[str, str] = {}
     for r in rec.pairs:
         if r.busbw_gb_s is None:
             first_error.setdefault(r.a, r.error)
             first_error.setdefault(r.b, r.error)
     rec.failing = [FailingNode(node=f.node, error=first_error.get(f.node, ""), carries=f.carries,
-                               partners=[b if a == f.node else a for a, b in f.failed_pairs])
+                               partners=sorted((b if a == f.node else a for a, b in f.failed_pairs),
+                                               key=lambda x: order.get(x, len(order))))
                    for f in verdict.failing]
     rec.not_joined = [n for n in names if n not in joined] if any(r.error for r in results) else []
     failed = [r for r in results if r.busbw_gb_s is None]
