@@ -267,7 +267,7 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> l
     for f in getattr(pw, "failing", None) or []:  # completed no pair: failing, not slow
         out.append({"id": f"pairwise-node/{nodes.key(f.node)}", "kind": "pairwise-node", "subject": nodes.label(f.node),
                     "node": nodes.idx(f.node), "payload_bytes": pw.payload_bytes, "value": None, "unit": "GB/s",
-                    "state": "did not complete", "samples": [],
+                    "state": "did not complete", **fleet.noise("", []),
                     "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "backend": pw.backend,
                                    "error": f.error, "partners": [nodes.label(x) for x in f.partners],
                                    "carries": f.carries}})
