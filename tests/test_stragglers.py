@@ -389,3 +389,36 @@ def test_a_gated_hunt_records_no_ungated_round():
     rec = PairwiseRecord(phase="pairwise", samples_per_pair=2)
     judge_pairs(rec, results, names, set(names))
     assert rec.judged and rec.status == "ok" and rec.gaps == [] and rec.failing == []
+
+
+def test_the_screens_pairs_are_judged_though_round_1_was_ungated():
+    # one pair of the screen never came to its gate: the others sampled alone; the screen's names come
+    # from its gated confirm pairs, so its record is judged, on the gated pairs alone
+    busbw: dict = {key(f"n{i}", f"n{i + 1}"): Sampled((90.0, 90.5), gated=False) for i in range(2, 16, 2)}
+    busbw[key("n0", "n1")] = None
+    busbw[key("n0", "n2")] = None
+    busbw[key("n1", "n4")] = [90.0, 89.0]
+    busbw[key("n6", "n8")] = [90.0, 91.0]
+    verdict = judge(busbw, half_gated=False)
+    assert verdict.judged and verdict.healthy_pairs == 2 and verdict.stragglers == []
+    assert [(f.node, f.carries) for f in verdict.failing] == [("n0", True)]
+    assert not judge(busbw).judged
+
+
+class _GatedRounds(_Broken):
+    """As ``_Broken``, with the round's gate as the phase has it: a round in which a pair failed samples
+    every other pair without it (ungated)."""
+
+    def measure(self, pairs):
+        got = super().measure(pairs)
+        lost = any(v is None for v in got.values())
+        return {p: v if v is None else Sampled(tuple(v), gated=not lost) for p, v in got.items()}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_broken_node_costs_the_screen_rounds_but_names_the_real_straggler_and_nobody_else(seed):
+    names = [f"n{i:02d}" for i in range(16)]
+    fleet = _GatedRounds({"n05"}, slow={"n11": 0.7})
+    result = screen_and_confirm(names, fleet.measure, seed=seed)
+    assert result.stragglers == ["n11"] and result.failing == ["n05"] and result.unresolved == []
+    assert result.rounds <= round_budget(16)

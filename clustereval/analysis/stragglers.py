@@ -21,8 +21,8 @@ Two kinds of evidence are never a verdict on speed:
 - **An ungated pair** (``Sampled.gated`` False: in a round of several pairs, its samples did not all
   pass the round's gate with every pair, so they may have overlapped other pairs' traffic or been
   taken without it) is listed with its figures but is neither a healthy reference nor evidence of a
-  slow pair: ``judge`` leaves it out of the bar and of every node's evidence, and judges only when
-  at least half the pairs were completed and gated; in the screen's confirm rounds it neither
+  slow pair: ``judge`` leaves it out of the bar and of every node's evidence, and in the round robin
+  judges only when at least half the pairs were completed and gated; in the screen's confirm rounds it neither
   confirms nor clears its suspect (which waits for another round), and an ungated reference pair
   does not set the round's bar. The screen's first round only sorts nodes into suspects and trusted
   partners (nobody is named on it): its bar comes from the gated pairs when any was gated.
@@ -143,7 +143,7 @@ def _fastest(value: Samples) -> float | None:
     return max(got) if got else None
 
 
-def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgement:
+def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_gated: bool = True) -> Judgement:
     """Name the nodes whose pairs are slower than the healthy pairs' own spread explains.
 
     ``results``: every pair's busbw samples (a single value is one sample; None or [] means the
@@ -158,8 +158,10 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
     A compared pair completed and was gated. A failed pair counts for nobody: it is neither slow nor
     fast, and its nodes are judged by ``failing_nodes`` instead. An ungated pair keeps its median but
     is neither a reference nor evidence (the module's docstring). No node is named when fewer than
-    half the pairs completed (the failures are then a launcher problem, not a fabric verdict) or
-    fewer than half were compared, and no mean is taken over zero values.
+    half the pairs completed (the failures are then a launcher problem, not a fabric verdict) or,
+    with ``half_gated``, fewer than half were compared, and no mean is taken over zero values. The
+    screen's pairs are judged without ``half_gated``: its names come from its gated confirm pairs,
+    and one pair that never came to round 1's gate leaves every other pair of that round ungated.
     """
     samples = {key(*k): _samples(v) for k, v in results.items()}
     done = {k: s for k, s in samples.items() if s}
@@ -175,7 +177,7 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0) -> Judgem
         out.why_not_judged = f"none of the {len(samples)} pairs completed"
     elif len(done) * 2 < len(samples):
         out.why_not_judged = f"only {len(done)} of {len(samples)} pairs completed"
-    elif len(compared) * 2 < len(samples):
+    elif half_gated and len(compared) * 2 < len(samples):
         out.why_not_judged = (f"only {len(compared)} of {len(samples)} pairs took their samples together with "
                               "the rest of their round")
     else:

@@ -146,7 +146,7 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
     ran), so a record of an older run is judged as it was."""
     threshold_pct, phase = rec.threshold_pct, rec.phase
     samples_by_pair = {st.key(r.a, r.b): st.Sampled(tuple(r.samples_gb_s), gated=not r.ungated) for r in results}
-    verdict = st.judge(samples_by_pair, threshold_pct)
+    verdict = st.judge(samples_by_pair, threshold_pct, half_gated=stragglers is None)
     rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
     rec.judged, rec.why_not_judged = verdict.judged, verdict.why_not_judged
     rec.healthy_pairs, rec.healthy_samples = verdict.healthy_pairs, verdict.healthy_samples
