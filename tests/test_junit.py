@@ -93,3 +93,29 @@ def test_schema_rejects_a_suite_without_its_counters():
               'time="0"><properties/><testcase name="a" classname="c" time="0"/><system-out/><system-err/>'
               '</testsuite></testsuites>')
     assert not SCHEMA.is_valid(broken)  # tests / failures / errors are required: the schema checks something
+
+
+def test_a_node_that_completed_no_pair_is_a_failing_case_and_a_figure_that_did_not_complete(tmp_path):
+    from clustereval.phases.pairwise import judge_pairs
+    from clustereval.records.network import PairResult, PairwiseRecord
+
+    records = healthy_records()
+    old = records["pairwise"]
+    a, b = old.pairs[0].a, old.pairs[0].b
+    pw = PairwiseRecord(phase="pairwise", payload_bytes=old.payload_bytes, backend=old.backend,
+                        ranks_per_node=old.ranks_per_node, num_rounds=1, samples_per_pair=3)
+    judge_pairs(pw, [PairResult(a=a, b=b, round=1, error="exit status 127: python3: cannot open shared object file")],
+                [a, b], set())
+    records["pairwise"] = pw
+    root, summary, report = _junit(tmp_path, records)
+    failed = _cases(root, "clustereval.verdicts")["torchrun"].find("failure")
+    assert failed is not None and failed.get("type") == "Underperforming"
+    assert "did not complete a pair of the pairwise hunt" in failed.get("message")
+    assert "it is failing, not a straggler" in failed.get("message") and "python3: cannot open" in failed.get("message")
+    nodes = [f for f in summary["figures"] if f["kind"] == "pairwise-node"]
+    assert [(f["state"], f["value"], f["provenance"]["carries"]) for f in nodes] == [("did not complete", None, False)] * 2
+    assert "Nodes that did not complete a pair (failing, not slow" in report
+    from clustereval.report.lint import lint_text
+
+    assert lint_text(report) == []
+    assert {p["outcome"] for p in summary["phases"] if p["phase"] == "pairwise"} == {"failed"}
