@@ -11,7 +11,10 @@ import xmlschema
 
 from clustereval.analysis.summary import SUMMARY_FILE
 from clustereval.config import StorageTarget
+from clustereval.phases.pairwise import judge_pairs
 from clustereval.records import Gap
+from clustereval.records.network import PairResult, PairwiseRecord
+from clustereval.report.lint import lint_text
 from tests.diffruns import healthy_records, write_run
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).parent / "fixtures" / "junit" / "junit.xsd")
@@ -96,9 +99,6 @@ def test_schema_rejects_a_suite_without_its_counters():
 
 
 def test_a_node_that_completed_no_pair_is_a_failing_case_and_a_figure_that_did_not_complete(tmp_path):
-    from clustereval.phases.pairwise import judge_pairs
-    from clustereval.records.network import PairResult, PairwiseRecord
-
     records = healthy_records()
     old = records["pairwise"]
     a, b = old.pairs[0].a, old.pairs[0].b
@@ -115,7 +115,5 @@ def test_a_node_that_completed_no_pair_is_a_failing_case_and_a_figure_that_did_n
     nodes = [f for f in summary["figures"] if f["kind"] == "pairwise-node"]
     assert [(f["state"], f["value"], f["provenance"]["carries"]) for f in nodes] == [("did not complete", None, False)] * 2
     assert "Nodes that did not complete a pair (failing, not slow" in report
-    from clustereval.report.lint import lint_text
-
     assert lint_text(report) == []
     assert {p["outcome"] for p in summary["phases"] if p["phase"] == "pairwise"} == {"failed"}

@@ -16,6 +16,8 @@ from clustereval.analysis.stragglers import (
     screen_and_confirm,
     simulated_cluster,
 )
+from clustereval.phases.pairwise import judge_pairs
+from clustereval.records.network import PairResult, PairwiseRecord
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 16])
@@ -347,8 +349,6 @@ def test_an_ungated_confirm_pair_neither_confirms_nor_clears():
 
 # -- the record the phase writes (phases.pairwise.judge_pairs) --------------------------------------------------------
 def _round_robin_record(names, broken: str, error: str):
-    from clustereval.records.network import PairResult, PairwiseRecord
-
     results = []
     for rnd, pairs in enumerate(round_robin(names), 1):
         lost = any(broken in p for p in pairs)
@@ -363,8 +363,6 @@ def _round_robin_record(names, broken: str, error: str):
 
 
 def test_the_record_names_a_node_whose_pairs_failed_as_failing_with_the_launchers_error():
-    from clustereval.phases.pairwise import judge_pairs
-
     names = ["n0", "n1", "n2", "n3"]
     rec, results = _round_robin_record(names, "n2", "ssh: connect to host n2 port 22: Connection refused")
     judge_pairs(rec, results, names, {"n0", "n1", "n3"})
@@ -380,9 +378,6 @@ def test_the_record_names_a_node_whose_pairs_failed_as_failing_with_the_launcher
 
 
 def test_a_gated_hunt_records_no_ungated_round():
-    from clustereval.phases.pairwise import judge_pairs
-    from clustereval.records.network import PairResult, PairwiseRecord
-
     names = ["n0", "n1", "n2", "n3"]
     results = [PairResult(a=a, b=b, round=rnd, samples_gb_s=[1.0, 1.01], gated=True)
                for rnd, pairs in enumerate(round_robin(names), 1) for a, b in pairs]
