@@ -517,7 +517,9 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
                  + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers) + ".")
         how = "NCCL" if pw.backend == "nccl" else "gloo over TCP on CPU"
         for s in pw.stragglers:
-            mine = [p for p in done if s in (p.a, p.b) and not set((p.a, p.b)) & (set(pw.stragglers) - {s})]
+            # its evidence: its pairs with nodes not named, sampled together with their rounds
+            mine = [p for p in done if s in (p.a, p.b) and not p.ungated
+                    and not set((p.a, p.b)) & (set(pw.stragglers) - {s})]
             fastest = max((x for p in mine for x in (p.samples_gb_s or [p.busbw_gb_s or 0.0])), default=0.0)
             out.findings.append(Finding(
                 "underperforming", "fabric",

@@ -94,8 +94,8 @@ def _round_ungated(g: Gap) -> tuple[str, str]:
     verb = "was" if len(ungated) == 1 else "were"
     why = f" ({raw_output(f['why'], '')})" if f.get("why") else ""
     if missing:
-        cause = (f"{_pairs_words(missing)} did not complete, so {'it' if len(missing) == 1 else 'they'} never "
-                 f"reached the round's gate, and {_pairs_words(ungated)} {verb} sampled without "
+        cause = (f"{_pairs_words(missing)} did not complete, so {'it' if len(missing) == 1 else 'they'} did not "
+                 f"come to every gate of the round, and {_pairs_words(ungated)} {verb} sampled without "
                  f"{'it' if len(missing) == 1 else 'them'} after waiting up to {f.get('timeout_s', 0):g} s{why}")
     else:
         cause = f"{_pairs_words(ungated)} did not pass the round's gate with every pair{why}"
