@@ -229,7 +229,9 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord, *, after_sweep: bool) -> s
             f"{plural(pw.samples_per_pair, 'timed sample')} of a {iec_precise(pw.payload_bytes)} all-reduce {busbw} per pair, "
             f"with disjoint pairs running at the same time in {pw.num_rounds} rounds; a node is named only when "
             f"every sample of its pairs is more than {pw.threshold_pct:g}% below the slowest sample of the pairs "
-            "between the other nodes, so the healthy pairs' own spread sets the bar.")
+            "between the other nodes, so the healthy pairs' own spread sets the bar; a pair that did not complete, "
+            "or that took its samples without the rest of its round, is neither slow nor fast, and a node that "
+            "completed no pair is failing, not slow.")
 
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:

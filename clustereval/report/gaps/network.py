@@ -102,5 +102,5 @@ def _round_ungated(g: Gap) -> tuple[str, str]:
     return (f"Round {f['round']} of the pairwise hunt ({_pairs_words(list(f.get('pairs', [])))}) did not take its "
             f"samples together: {cause}. Those samples may have overlapped other pairs' traffic or been taken "
             "without it, so they were neither a healthy reference nor evidence of a slow pair.",
-            "read the round's launch logs in the raw folder, fix what kept a pair from its gate, and run "
-            "`clustereval pairwise` again")
+            "read the round's launch logs in the raw folder, fix the cause that stopped a pair before the "
+            "round's gate, and run `clustereval pairwise` again")
