@@ -2,21 +2,26 @@
 not start (its interpreter exits 127 there, as a broken library path would make it), so every pair
 with node2 fails while the other pair of each round completes alone after the round's gate gave up
 waiting. The record names node2 failing with the launcher's error, nobody slow, a Gap for each
-ungated round, and the phase ends partial (the run's exit 1); the report of it lints clean."""
+ungated round, and the phase ends partial; `clustereval pairwise` (run in-process, the gate's wait
+shortened) exits 1 and prints node2 as failing; the report of the record lints clean."""
 
 from __future__ import annotations
 
+import io
+import re
 import sys
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from clustereval.app import pairwise_only
 from clustereval.config import load_config
 from clustereval.phases import pairwise
-from clustereval.phases.base import RunContext
-from clustereval.phases.settings import PairwiseSettings
+from clustereval.records.network import PairwiseRecord
 from clustereval.report.lint import lint_text
 from clustereval.report.render import RunView, render_report
-from clustereval.store import RunState, RunStore
+from clustereval.store import RunStore
 from tests.test_network_rendezvous_modes import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pairwise-failing-node")]
@@ -34,13 +39,18 @@ def test_a_node_whose_python_is_broken_is_failing_not_a_straggler(tmp_path, netn
     python.chmod(0o755)
     path = cluster.write_config(tmp_path / "cluster.toml", rdzv_port=free_port(), cpu_ranks_per_node=1,
                                 reports_dir=str(tmp_path / "reports"), eval_python=str(python))
-    store = RunStore.create(tmp_path / "reports", "failing")
-    store.save_state(RunState(name="failing", stamp="s"))
-    ctx = RunContext(config=load_config(path), transport=cluster.transport(), nodes=cluster.cluster_nodes(),
-                     store=store, eval_python=str(python))
     # the round's healthy pair waits this long at its gate for the pair that never comes (120 s in a run)
     monkeypatch.setattr(pairwise, "GATE_TIMEOUT_S", 5)
-    rec = pairwise.run_pairwise(ctx, settings=PairwiseSettings(payload_bytes=2**20, samples_per_pair=2))
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, force_terminal=False, color_system=None)
+    rc = pairwise_only(load_config(path), payload_bytes=2**20, reports_dir=tmp_path / "reports", console=console,
+                       out=console)
+    said = buf.getvalue()
+    assert rc == 1, said[-3000:]
+    raw = Path(re.search(r"run folder: (\S+)", said).group(1))
+    rec = RunStore.open(raw).load_record("pairwise", PairwiseRecord)
+    assert rec is not None, said[-3000:]
+    assert f"did not complete a pair (failing, not slow): {broken}" in said and "stragglers: none named" in said
     table = [(p.round, p.a, p.b, p.busbw_gb_s, p.ungated, p.error[-80:]) for p in rec.pairs]
     assert rec.num_rounds == 3 and len(rec.pairs) == 6, table
     assert [p for p in rec.pairs if broken in (p.a, p.b) and p.busbw_gb_s is not None] == [], table
