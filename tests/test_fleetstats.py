@@ -23,6 +23,7 @@ from clustereval.analysis.fleetstats import (
     t_sf,
 )
 from clustereval.config import Verdicts
+from clustereval.records.network import PairResult, PairwiseRecord
 from tests import compute_records as cr
 
 
@@ -142,3 +143,21 @@ def test_gpus_are_peers_by_model_and_driver_as_configured():
     (one,) = msmf.groups
     assert one.num_units == 8 and msmf.policy.threshold_frac == 0.03
     assert [u.unit for u in one.slow] == ["a(node0):gpu3", "b(node1):gpu3"]
+
+
+def test_a_pair_sampled_without_its_round_is_no_evidence_for_the_nodes_pairwise_figure():
+    # n3's only fast pair was ungated: its figure is the fastest of its gated pairs, and a node whose
+    # pairs all failed has none
+    names = ["n0", "n1", "n2", "n3", "n4"]
+    pairs = [PairResult(a=a, b=b, round=1, samples_gb_s=[90.0, 91.0]) for i, a in enumerate(names[:4])
+             for b in names[i + 1:4]]
+    for p in pairs:
+        if p.a == "n3" or p.b == "n3":
+            p.samples_gb_s = [60.0, 61.0]
+    pairs.append(PairResult(a="n3", b="n0", round=2, samples_gb_s=[120.0, 121.0], ungated=True))
+    pairs += [PairResult(a="n4", b=x, round=3, error="exit status 1") for x in names[:4]]
+    for p in pairs:
+        p.busbw_gb_s = sorted(p.samples_gb_s)[0] if p.samples_gb_s else None
+    (kind,) = fleet_judgements({"pairwise": PairwiseRecord(pairs=pairs, samples_per_pair=2)})
+    by_node = {kind.names[u.unit]: u.samples for u in kind.units}
+    assert by_node["n3"] == (60.0, 61.0) and "n4" not in by_node
