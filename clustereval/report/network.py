@@ -537,8 +537,10 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
     if pw.why_not_judged:
         who = f"; {', '.join(node_label(view, x) for x in pw.not_joined)} joined no pair" if pw.not_joined else ""
         out.findings.append(Finding("underperforming", "torchrun",
-                                    f"the pairwise hunt named nobody because {pw.why_not_judged}{who}: the pairs' "
-                                    "launches failed, which says nothing about the fabric"))
+                                    f"the pairwise hunt named nobody because {pw.why_not_judged}{who}: "
+                                    + ("the pairs' launches failed" if failed else
+                                       "the pairs did not take their samples together with their rounds")
+                                    + ", which says nothing about the fabric"))
     _plot(view, doc, out, "Pairwise all-reduce busbw", pw.heatmap or "network/pairwise-heatmap.png",
           pairwise_png(pw), drawn_by_run=bool(pw.heatmap))
 
