@@ -231,6 +231,21 @@ class _Broken:
                 for p in pairs}
 
 
+class _Scripted:
+    """Every pair at 90 GB/s but ``node``'s: in round r its pairs give ``by_round[r]``, in later rounds
+    ``later`` (default: 90 GB/s too)."""
+
+    FAST = [90.0, 90.5, 89.5]
+
+    def __init__(self, node: str, by_round: dict, later=FAST) -> None:
+        self.node, self.by_round, self.later, self.rounds = node, by_round, later, 0
+
+    def __call__(self, pairs):
+        self.rounds += 1
+        mine = self.by_round.get(self.rounds, self.later)
+        return {p: mine if self.node in p else self.FAST for p in pairs}
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_node_whose_screen_pair_fails_is_failing_and_its_partner_is_cleared(seed):
     # the rule before: both nodes of the failed pair were suspects, and the broken one, failing again with
@@ -257,18 +272,7 @@ def test_confirm_pairs_that_fail_twice_name_no_straggler():
 def test_a_suspect_that_completed_a_pair_and_then_fails_waits_and_is_never_named():
     # slow in the screen, then its confirm pairs fail: nothing on samples says it is slow twice
     names = [f"n{i:02d}" for i in range(8)]
-    state = {"round": 0}
-
-    def measure(pairs):
-        state["round"] += 1
-        out = {}
-        for p in pairs:
-            if "n02" in p:
-                out[p] = [50.0, 50.5, 49.5] if state["round"] == 1 else None
-            else:
-                out[p] = [90.0, 90.5, 89.5]
-        return out
-
+    measure = _Scripted("n02", {1: [50.0, 50.5, 49.5]}, later=None)
     result = screen_and_confirm(names, measure, seed=0)
     assert result.stragglers == [] and result.failing == [] and "n02" in result.unresolved
 
@@ -329,20 +333,8 @@ def test_an_ungated_confirm_pair_neither_confirms_nor_clears():
     # n03 dips in the screen; its confirm pairs run slow but without the round's gate in rounds 2 and 3
     # (the rule before named it there), and gated and fast in round 4: it is cleared
     names = [f"n{i:02d}" for i in range(16)]
-    state = {"round": 0}
-
-    def measure(pairs):
-        state["round"] += 1
-        out = {}
-        for p in pairs:
-            if "n03" in p and state["round"] == 1:
-                out[p] = [60.0, 60.5, 59.5]
-            elif "n03" in p and state["round"] in (2, 3):
-                out[p] = Sampled((50.0, 50.5, 49.5), gated=False)
-            else:
-                out[p] = [90.0, 90.5, 89.5]
-        return out
-
+    slow_alone = Sampled((50.0, 50.5, 49.5), gated=False)
+    measure = _Scripted("n03", {1: [60.0, 60.5, 59.5], 2: slow_alone, 3: slow_alone})
     result = screen_and_confirm(names, measure, seed=3)
     assert result.stragglers == [] and result.unresolved == [] and result.rounds == 4
 
