@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass
 
 from clustereval.records.compute import MatmulTrace
-from clustereval.report.plotting import pyplot
+from clustereval.report.plotting import memo_png, pyplot
 
 SPAN_COLOURS = {"soak": "#f4a259", "window": "#5b8e7d"}
 
@@ -25,6 +25,7 @@ class TraceLabels:
 
 
 
+@memo_png
 def trace_png(trace: MatmulTrace, labels: TraceLabels) -> bytes | None:
     plt = pyplot()
     rated = [p for p in trace.points if p.tflops > 0]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustereval.records.network import PairwiseRecord, Sweep
-from clustereval.report.plotting import pyplot
+from clustereval.report.plotting import memo_png, pyplot
 from clustereval.report.units import iec_precise
 
 
@@ -62,6 +62,7 @@ def pairwise_png(pw: PairwiseRecord) -> bytes | None:
     return pair_heatmap_png(nodes, busbw, f"Pairwise all-reduce busbw (GB/s), {pw.ranks_per_node * 2} ranks per pair")
 
 
+@memo_png
 def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
     plt = pyplot()
     if plt is None or not series:
@@ -88,6 +89,7 @@ def busbw_png(series: Sequence[Series], title: str) -> bytes | None:
     return buf.getvalue()
 
 
+@memo_png
 def pair_heatmap_png(nodes: Sequence[str], busbw: dict[tuple[str, str], float | None], title: str) -> bytes | None:
     plt = pyplot()
     if plt is None or len(nodes) < 2:
