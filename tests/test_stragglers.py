@@ -409,3 +409,14 @@ def test_a_broken_node_costs_the_screen_rounds_but_names_the_real_straggler_and_
     result = screen_and_confirm(names, fleet.measure, seed=seed)
     assert result.stragglers == ["n11"] and result.failing == ["n05"] and result.unresolved == []
     assert result.rounds <= round_budget(16)
+
+
+def test_a_failing_node_does_not_hide_the_slow_node_of_a_round_robin():
+    # n0 completes no pair (failing, no figure); n3 is slow with both nodes that work. A node without a
+    # compared pair scores lowest and used to lead every candidate group, so nobody could be named.
+    slow, fast = [40.0, 41.0, 40.5], [100.0, 101.0, 99.5]
+    results = {("n0", "n1"): None, ("n0", "n2"): None, ("n0", "n3"): None,
+               ("n1", "n2"): fast, ("n1", "n3"): slow, ("n2", "n3"): slow}
+    verdict = judge(results, 5.0)
+    assert verdict.judged and verdict.stragglers == ["n3"]
+    assert [f.node for f in verdict.failing] == ["n0"]

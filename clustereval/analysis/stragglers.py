@@ -185,7 +185,9 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_g
     score = {n: statistics.fmean(v) if (v := [m for k, m in cmp_med.items() if n in k]) else 0.0 for n in nodes}
     named: list[str] = []
     if out.judged:
-        order = sorted(nodes, key=lambda n: (score[n], n))
+        # only a node with a compared pair can be named: one without (failing, or ungated throughout) would
+        # lead every group by its empty score and keep the slow nodes from being named
+        order = sorted((n for n in nodes if any(n in k for k in cmp_med)), key=lambda n: (score[n], n))
         for size in range(1, (len(nodes) - 1) // 2 + 1):
             group = order[:size]
             if _all_slow(group, set(nodes) - set(group), compared, cmp_med, threshold_pct):

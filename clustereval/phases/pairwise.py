@@ -161,9 +161,7 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
     rec.suspects = [NodeSuspect(node=s.node, slow_pairs=s.slow_pairs, pairs=s.pairs, share=round(s.share, 4),
                                 mean_busbw_gb_s=round(s.mean_busbw_gb_s, 3), failed_pairs=s.failed_pairs)
                     for s in verdict.suspects]
-    failing = {f.node for f in verdict.failing}
-    # a node is named slow on samples only: a screening's name for a node that completed no pair is dropped
-    rec.stragglers = [s for s in (stragglers if stragglers is not None else verdict.stragglers) if s not in failing]
+    rec.stragglers = list(stragglers) if stragglers is not None else verdict.stragglers
     order = {n: i for i, n in enumerate(names)}
     first_error: dict[str, str] = {}
     for r in rec.pairs:
