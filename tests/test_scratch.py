@@ -188,3 +188,88 @@ def test_a_lost_node_leaves_a_clear_note_and_shared_scratch_moves_through_anothe
     assert local_move.action == "failed" and local_move.error
     line = next(x for x in cleanup_lines(list(moves.values()), str(store.raw_dir)) if "NOT cleared" in x)
     assert local_area.path in line and f"clustereval cleanup {store.raw_dir}" in line
+
+
+def test_a_folder_cleared_by_cleanup_is_made_again_when_asked_for_again(tmp_path):
+    ctx = make_ctx(tmp_path, local=tmp_path / "local")
+    (tmp_path / "local").mkdir(exist_ok=True)
+    sc = scratch_for(ctx)
+    node = ctx.nodes[0]
+    first = sc.ensure(node, str(tmp_path / "local"))
+    assert sc.ensure(node, str(tmp_path / "local")) is first  # known and present: not made again
+    moves = sc.cleanup(ctx.nodes)
+    assert len(moves) == 1 and moves[0].action in ("moved", "deleted") and not os.path.exists(first.path)
+    again = sc.ensure(node, str(tmp_path / "local"))
+    assert again.path == first.path and os.path.isdir(again.path)
+    assert os.listdir(again.path) == [".clustereval-run"]
+
+
+class _MeetingTransport:
+    """The bed's real SSH transport; each folder creation after the first waits on the node until
+    ``meet`` others are under way at the same time (a barrier that breaks after ``timeout_s``)."""
+
+    def __init__(self, inner, meet: int, timeout_s: float) -> None:
+        import threading
+
+        self._inner = inner
+        self._barrier = threading.Barrier(meet, timeout=timeout_s)
+        self._lock = threading.Lock()
+        self.creations = 0
+        self.broken = False
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204 - everything else is the real transport's
+        return getattr(self._inner, name)
+
+    def run(self, node, argv, **kw):  # noqa: ANN001, ANN201
+        import threading
+
+        if argv[:2] == ["sh", "-c"] and "mkdir -m 700" in argv[2]:
+            with self._lock:
+                self.creations += 1
+                first = self.creations == 1
+            if not first:
+                try:
+                    self._barrier.wait()
+                except threading.BrokenBarrierError:
+                    self.broken = True
+        return self._inner.run(node, argv, **kw)
+
+
+@pytest.mark.timeout(300)
+def test_the_nodes_of_a_fleet_create_their_folders_at_once_and_every_one_is_recorded(netns_cluster, tmp_path):
+    """After the first creation has fixed the run's folder name, the other nodes' creations run at
+    the same time (one at a time, a thousand nodes wait a thousand round trips); the bookkeeping on
+    disk still lists every folder, written as one JSON list."""
+    from clustereval.config import Config
+    from clustereval.phases.base import RunContext
+    from clustereval.transport.base import run_each
+    from clustereval.store import RunState, RunStore
+
+    cluster = netns_cluster(4)
+    store = RunStore.create(tmp_path / "reports", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    cfg = Config(nodes=tuple(n.name for n in cluster.nodes), access="ssh", local_scratch=str(cluster.scratch_dir),
+                 shared_paths=(str(cluster.shared_dir),), scratch_user="evaluser")
+    transport = _MeetingTransport(cluster.transport(), meet=3, timeout_s=60)
+    ctx = RunContext(config=cfg, transport=transport, nodes=cluster.cluster_nodes(), store=store)
+    sc = scratch_for(ctx)
+    first = sc.ensure(ctx.nodes[0], str(cluster.scratch_dir))
+    attempts = run_each(ctx.nodes[1:], lambda n: sc.ensure(n, str(cluster.scratch_dir)), 8)
+    assert [a.error for a in attempts] == [None, None, None]
+    assert not transport.broken, "the creations on nodes 1-3 ran one after another"
+    assert transport.creations == 4
+    areas = [first, *(a.value for a in attempts)]
+    assert sorted(a.node for a in areas) == sorted(n.name for n in ctx.nodes)
+    for i, area in enumerate(areas):
+        assert area.path == first.path and not area.shared
+        made = cluster.node_scratch_dir(i) / "evaluser" / os.path.basename(area.path)
+        assert sorted(os.listdir(made)) == [".clustereval-run"]
+    text = (ctx.store.raw_dir / AREAS_FILE).read_text()
+    recorded = json.loads(text)
+    assert sorted(a["node"] for a in recorded) == sorted(n.name for n in ctx.nodes)
+    assert text == json.dumps(recorded, indent=2) + "\n"
+    # asked again, a node's folder is the one made: no second creation
+    assert sc.ensure(ctx.nodes[2], str(cluster.scratch_dir)).node == ctx.nodes[2].name
+    assert transport.creations == 4
+    moves = sc.cleanup(ctx.nodes)
+    assert len(moves) == 4 and all(m.action in ("moved", "deleted") for m in moves)

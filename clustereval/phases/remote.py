@@ -8,6 +8,7 @@ transport the installed package is used where it is.
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
 
 import clustereval
@@ -36,13 +37,26 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
     if node.name in ctx.shipped:
         return ctx.shipped[node.name]
     remote = f"{ensure_node_scratch(ctx, node)}/pkg"
-    ctx.repeatable.run(node, ["mkdir", "-p", remote], timeout_s=30)  # -p and a copy: safe to repeat
-    with tempfile.TemporaryDirectory() as tmp:
-        staged = Path(tmp) / "clustereval"
-        _copy_sources(PACKAGE_DIR, staged)
-        ctx.repeatable.put(node, staged, f"{remote}/clustereval")
+    # the copy makes the folder and its parents on the node, and is safe to repeat
+    ctx.repeatable.put(node, staged_package(), f"{remote}/clustereval")
     ctx.shipped[node.name] = remote
     return remote
+
+
+_STAGED: tempfile.TemporaryDirectory | None = None  # removed when the interpreter exits
+_STAGED_LOCK = threading.Lock()
+
+
+def staged_package() -> Path:
+    """The package's sources without compiled files, copied once per process into a temporary
+    folder that every node's copy is made from."""
+    global _STAGED
+    with _STAGED_LOCK:
+        if _STAGED is None:
+            staged = tempfile.TemporaryDirectory(prefix="clustereval-pkg-")
+            _copy_sources(PACKAGE_DIR, Path(staged.name) / "clustereval")
+            _STAGED = staged
+        return Path(_STAGED.name) / "clustereval"
 
 
 def _copy_sources(src: Path, dst: Path) -> None:

@@ -20,6 +20,7 @@ import json
 import posixpath
 import re
 import secrets
+import textwrap
 import threading
 from dataclasses import dataclass
 
@@ -206,7 +207,19 @@ class Scratch:
         self.config = config
         self.transport = transport
         self.store = store
+        # Locks, always taken in this order: ``_first_lock`` (held through creations until the run's
+        # folder name is fixed), a folder's own lock (the nodes of a fleet create theirs at once, two
+        # threads of one node never the same folder twice), ``_save_lock`` (one write of the
+        # bookkeeping at a time), ``_lock`` (the bookkeeping itself, held briefly, never over a command)
+        self._first_lock = threading.Lock()
+        self._folder_locks: dict[str, threading.Lock] = {}
+        self._save_lock = threading.Lock()
         self._lock = threading.Lock()
+        # folders this process created or found on the node; forgotten when ``cleanup`` clears them
+        self._present: set[str] = set()
+        self._changes = self._saved = 0  # changes to the bookkeeping, and how many of them are on disk
+        self._area_json: dict[tuple[str, str], str] = {}  # an area's entry in AREAS_FILE, by node and path
+        self._folder_json = ""  # FOLDER_FILE as last written by this process
         self._areas: list[ScratchArea] = self._load(AREAS_FILE, ScratchArea)
         folder = self._load_folder()
         self._name: str = folder.get("name", "") or run_folder_name(store)
@@ -229,8 +242,32 @@ class Scratch:
         return data if isinstance(data, dict) else {}
 
     def _save_areas(self) -> None:
-        self.store.write_raw(FOLDER_FILE, json.dumps({"name": self._name, "nonce": self._nonce}, indent=2) + "\n")
-        self.store.write_raw(AREAS_FILE, json.dumps([to_dict(a) for a in self._areas], indent=2) + "\n")
+        """On return the bookkeeping on disk holds every change made before the call. The nodes of a
+        fleet create their folders at once: a thread finding a write under way waits for it, and the
+        next write carries every change made meanwhile (one write for many nodes, not one each)."""
+        with self._lock:
+            self._changes += 1
+            wanted = self._changes
+        with self._save_lock:
+            if self._saved >= wanted:
+                return
+            with self._lock:
+                version = self._changes
+                folder = json.dumps({"name": self._name, "nonce": self._nonce}, indent=2) + "\n"
+                entries = [self._entry(a) for a in self._areas]
+            if folder != self._folder_json:
+                self.store.write_raw(FOLDER_FILE, folder)
+                self._folder_json = folder
+            # the same text as json.dumps(areas, indent=2), from each area's entry made once
+            self.store.write_raw(AREAS_FILE, ("[\n" + ",\n".join(entries) + "\n]\n") if entries else "[]\n")
+            self._saved = version
+
+    def _entry(self, area: ScratchArea) -> str:
+        key = (area.node, area.path)  # an area is never changed once made; ``_ensure`` drops a replaced one's
+        text = self._area_json.get(key)
+        if text is None:
+            text = self._area_json[key] = textwrap.indent(json.dumps(to_dict(area), indent=2), "  ")
+        return text
 
     def areas(self) -> list[ScratchArea]:
         with self._lock:
@@ -252,44 +289,69 @@ class Scratch:
 
     # -- creation ---------------------------------------------------------------------------
     def ensure(self, node: Node, mount: str) -> ScratchArea:
-        """The run's folder on ``mount`` as ``node`` sees it, created (and recorded) when new."""
+        """The run's folder on ``mount`` as ``node`` sees it, created (and recorded) when new.
+
+        Until the run's folder name is fixed, creation is one node at a time: the first creation may
+        find the plain name taken (another run of the same name and minute) and pick another for every
+        node. After that each node creates its own at once; a folder is checked on the node once per
+        process (after its creation, or the first time a recorded one is asked for) and again after
+        ``cleanup`` cleared it."""
         declared = check_declared(self.config, mount)
         shared = self.is_shared(declared)
+        with self._first_lock:
+            if not self._name_fixed:
+                return self._ensure(node, declared, shared)
+        with self._lock:
+            key = self._key(node.name, posixpath.join(scratch_root(self.config, declared), self._name), shared)
+            folder_lock = self._folder_locks.setdefault(key, threading.Lock())
+        with folder_lock:
+            return self._ensure(node, declared, shared)
+
+    @staticmethod
+    def _key(node: str, path: str, shared: bool) -> str:
+        return path if shared else f"{node}:{path}"
+
+    def _ensure(self, node: Node, declared: str, shared: bool) -> ScratchArea:
         with self._lock:
             path = posixpath.join(scratch_root(self.config, declared), self._name)
-            for area in self._areas:
-                if area.path == path and (area.shared or area.node == node.name):
-                    if self._exists(node, path):
-                        return area
+            known = next((a for a in self._areas if a.path == path and (a.shared or a.node == node.name)), None)
+            present = self._key(node.name, path, shared) in self._present
+        if known is not None and (present or self._exists(node, path)):
+            with self._lock:
+                self._present.add(self._key(node.name, path, shared))
+            return known
+        res = self._create(node, declared, path)
+        why = last_line(res.stderr, f"exit {res.rc}")
+        if res.rc == 8 and not self._name_fixed:  # only the first creation (``_first_lock`` held) gets here
+            # another run of the same name and minute holds the plain name on this mount
+            self._name = f"{run_folder_name(self.store)}-{secrets.token_hex(3)}"
+            path = posixpath.join(scratch_root(self.config, declared), self._name)
             res = self._create(node, declared, path)
             why = last_line(res.stderr, f"exit {res.rc}")
-            if res.rc == 8 and not self._name_fixed:
-                # another run of the same name and minute holds the plain name on this mount
-                self._name = f"{run_folder_name(self.store)}-{secrets.token_hex(3)}"
-                path = posixpath.join(scratch_root(self.config, declared), self._name)
-                res = self._create(node, declared, path)
-                why = last_line(res.stderr, f"exit {res.rc}")
-            if res.rc == 8:
-                raise ScratchError(f"{node.name}: {path} already exists and this run did not create it",
-                                   "move it out of the way or set scratch_root in cluster.toml")
-            if not res.ok:
-                raise ScratchError(f"{node.name}: cannot create the scratch folder {path}: "
-                                   f"{why.split(': ', 1)[1] if why.startswith(('no-mount', 'not-private')) else why}",
-                                   _create_hint(why, declared, scratch_root(self.config, declared)))
-            self._name_fixed = True
-            real = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-            if len(real) == 2 and not inside(real[1], real[0]):
-                # a symlinked mount component pointing elsewhere would put the scratch outside the mount
-                self.transport.run(node, ["sh", "-c", 'rm -f -- "$1/.clustereval-run" && rmdir -- "$1"', "sh",
-                                          path], timeout_s=30)
-                raise ScratchError(f"{node.name}: {path} resolves to {real[1]}, outside {declared}",
-                                   "point scratch_root at a real folder on that mount")
-            area = ScratchArea(node=node.name, mount=declared, path=path,
-                               trash_root=posixpath.join(scratch_root(self.config, declared), "trash"),
-                               shared=shared, node_local_tmp=False, created_utc=utc_now_iso())
+        if res.rc == 8:
+            raise ScratchError(f"{node.name}: {path} already exists and this run did not create it",
+                               "move it out of the way or set scratch_root in cluster.toml")
+        if not res.ok:
+            raise ScratchError(f"{node.name}: cannot create the scratch folder {path}: "
+                               f"{why.split(': ', 1)[1] if why.startswith(('no-mount', 'not-private')) else why}",
+                               _create_hint(why, declared, scratch_root(self.config, declared)))
+        self._name_fixed = True
+        real = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if len(real) == 2 and not inside(real[1], real[0]):
+            # a symlinked mount component pointing elsewhere would put the scratch outside the mount
+            self.transport.run(node, ["sh", "-c", 'rm -f -- "$1/.clustereval-run" && rmdir -- "$1"', "sh",
+                                      path], timeout_s=30)
+            raise ScratchError(f"{node.name}: {path} resolves to {real[1]}, outside {declared}",
+                               "point scratch_root at a real folder on that mount")
+        area = ScratchArea(node=node.name, mount=declared, path=path,
+                           trash_root=posixpath.join(scratch_root(self.config, declared), "trash"),
+                           shared=shared, node_local_tmp=False, created_utc=utc_now_iso())
+        with self._lock:
             self._areas = [a for a in self._areas if not (a.path == path and a.node == node.name)] + [area]
-            self._save_areas()
-            return area
+            self._area_json.pop((node.name, path), None)
+            self._present.add(self._key(node.name, path, shared))
+        self._save_areas()
+        return area
 
     def _create(self, node: Node, declared: str, path: str):  # noqa: ANN202 - CommandResult
         root = posixpath.dirname(path)
@@ -358,6 +420,10 @@ class Scratch:
         Areas are cleared in parallel, each within ``CLEAR_TIMEOUT_S``. ``save=False``: the caller
         shows the result first and saves it with ``save_moves`` (a full disk must not hide it)."""
         todo = self.areas() if areas is None else list(areas)
+        with self._lock:  # a folder cleared here is checked on the node again before it is used again
+            for area in todo:
+                self._present.discard(self._key(area.node, area.path, False))
+                self._present.discard(self._key(area.node, area.path, True))
         by_name = {n.name: n for n in nodes}
         stamp = trash_stamp(self.store)
         jobs: list[tuple[ScratchArea, list[Node]]] = []
