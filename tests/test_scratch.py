@@ -242,8 +242,8 @@ def test_the_nodes_of_a_fleet_create_their_folders_at_once_and_every_one_is_reco
     disk still lists every folder, written as one JSON list."""
     from clustereval.config import Config
     from clustereval.phases.base import RunContext
-    from clustereval.transport.base import run_each
     from clustereval.store import RunState, RunStore
+    from clustereval.transport.base import run_each
 
     cluster = netns_cluster(4)
     store = RunStore.create(tmp_path / "reports", "t")
