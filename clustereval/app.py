@@ -329,7 +329,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
                   out: Console) -> int:
     """`clustereval pairwise`: the straggler hunt alone, in its own run folder."""
     from clustereval.phases.pairwise import run_pairwise
-    from clustereval.report.network import pairwise_lines
+    from clustereval.report.pairwise_nodes import pairwise_lines
 
     ui = RunConsole(console, out, live=False)
     settings = PairwiseSettings(payload_bytes=payload_bytes or 0)  # a wrong --payload-mib stops here
