@@ -16,8 +16,10 @@ from clustereval.analysis.stragglers import (
     screen_and_confirm,
     simulated_cluster,
 )
+from clustereval.app import pairwise_exit
 from clustereval.phases.pairwise import judge_pairs
 from clustereval.records.network import PairResult, PairwiseRecord
+from clustereval.report.pairwise_nodes import pairwise_lines
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 16])
@@ -559,3 +561,13 @@ def test_the_record_lists_a_node_lost_mid_hunt_with_its_error_round_and_complete
     assert [(f.node, f.error, f.partners, f.carries, f.completed_pairs, f.from_round) for f in rec.failing] == [
         ("n2", "exit status 127: python3: cannot open shared object file", ["n0", "n3"], True, 1, 2)]
     assert rec.stragglers == [] and rec.status == "partial"
+    # `clustereval pairwise` exits 1 on it and prints it in the failing nodes' words
+    assert pairwise_exit(rec) == 1
+    assert ("did not complete a pair from round 2 on (failing, not slow): n2 (exit status 127: python3: cannot "
+            "open shared object file; 1 pair completed before; every partner completed a pair in round 2 or "
+            "later)") in pairwise_lines(rec)
+    # the same hunt with n2's pairs all completed: nobody failing, exit 0
+    healthy = PairwiseRecord(phase="pairwise", samples_per_pair=3)
+    judge_pairs(healthy, [PairResult(a=r.a, b=r.b, round=r.round, samples_gb_s=list(FAST), gated=True)
+                          for r in results], names, set(names))
+    assert healthy.failing == [] and pairwise_exit(healthy) == 0
