@@ -137,6 +137,11 @@ def test_a_node_lost_mid_hunt_ranks_first_with_the_round_it_stopped_in():
     assert [(s.node, s.failing) for s in ranked] == [("n3", True)]
     assert ranked[0].why.startswith("failing, not slow: it did not complete a pair from round 2 on, having completed "
                                     "1 pair before (ssh: connect to host n3: No route; every partner completed")
+    # named a straggler on the pairs it completed as well: listed once, first, as failing and named
+    both = rank_suspects(pairs, ["n3"], {}, failing)
+    assert [(s.node, s.failing, s.straggler) for s in both] == [("n3", True, True)]
+    assert both[0].why.startswith("failing: it did not complete") and both[0].why.endswith(
+        "; named a straggler on the pairs it completed")
 
 
 def test_the_workflow_lists_the_records_failing_nodes_and_finds_an_older_records_again(tmp_path):

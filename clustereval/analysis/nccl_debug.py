@@ -41,12 +41,14 @@ def failing_from_pairs(pairs: list[PairResult]) -> list[FailingNode]:
     return out
 
 
-def failing_why(f: FailingNode) -> str:
-    """A failing node in the words `clustereval pairwise` prints it with."""
+def failing_why(f: FailingNode, straggler: bool = False) -> str:
+    """A failing node in the words `clustereval pairwise` prints it with. ``straggler``: the hunt named it
+    on the samples of the pairs it completed before it stopped."""
     if f.completed_pairs:
-        return (f"failing, not slow: it did not complete a pair from round {f.from_round} on, having completed "
+        return (f"failing{'' if straggler else ', not slow'}: it did not complete a pair from round {f.from_round} on, having completed "
                 f"{f.completed_pairs} pair{'s' if f.completed_pairs != 1 else ''} before ({f.error or 'no result'}; "
-                f"every partner completed a pair in round {f.from_round} or later)")
+                f"every partner completed a pair in round {f.from_round} or later)"
+                + ("; named a straggler on the pairs it completed" if straggler else ""))
     return (f"failing, not slow: it did not complete a pair ({f.error or 'no result'}; "
             + ("a partner completed another pair)" if f.carries else "which node of the pair failed is not known)"))
 
@@ -65,8 +67,7 @@ def rank_suspects(pairs: list[PairResult], stragglers: list[str],
                                slow_pairs=[p for p in by_node[f.node] if p.slow], num_pairs=len(by_node[f.node]),
                                failed_pairs=[p for p in by_node[f.node] if p.busbw_gb_s is None],
                                concerns=list(concerns.get(f.node, [])),
-                               why=failing_why(f) + ("; named a straggler on the pairs it completed"
-                                                     if f.node in stragglers else "")))
+                               why=failing_why(f, f.node in stragglers)))
 
     def slow_of(n: str) -> list[PairResult]:
         return [p for p in by_node[n] if p.slow]
