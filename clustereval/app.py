@@ -29,6 +29,7 @@ from clustereval.errors import (
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.phases.settings import PROFILES, PairwiseSettings
+from clustereval.records.network import PairwiseRecord
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
 from clustereval.report.gaps import say
@@ -329,7 +330,7 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
                   out: Console) -> int:
     """`clustereval pairwise`: the straggler hunt alone, in its own run folder."""
     from clustereval.phases.pairwise import run_pairwise
-    from clustereval.report.network import pairwise_lines
+    from clustereval.report.pairwise_nodes import pairwise_lines
 
     ui = RunConsole(console, out, live=False)
     settings = PairwiseSettings(payload_bytes=payload_bytes or 0)  # a wrong --payload-mib stops here
@@ -362,7 +363,12 @@ def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Pat
     for gap in map(say, record.gaps):
         ui.note(f"gap: {gap.text}")
     ui.note(f"run folder: {store.raw_dir}")
-    # a named straggler is a finding that fails the check, as an Underperforming verdict fails a run; a
-    # node that completed no pair is a failing node
+    return pairwise_exit(record)
+
+
+def pairwise_exit(record: PairwiseRecord) -> int:
+    """`clustereval pairwise`'s exit status: a named straggler is a finding that fails the check, as an
+    Underperforming verdict fails a run; so is a failing node (one that completed no pair, or none
+    from a round on while its partners went on), and a hunt in which no pair completed."""
     failed = record.stragglers or record.failing or not any(p.busbw_gb_s is not None for p in record.pairs)
     return EXIT_FAILED if failed else EXIT_OK

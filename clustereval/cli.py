@@ -455,7 +455,7 @@ def debug_nccl_cmd(config_path: str | None, pairs_file: str | None, snapshot_all
     if rec.evidence_dir:
         console.print(f"evidence: {rec.evidence_dir}", markup=False)
     completed = [p for p in rec.pairs if p.busbw_gb_s is not None]
-    sys.exit(1 if rec.stragglers or not completed else 0)
+    sys.exit(1 if rec.stragglers or rec.failing or not completed else 0)
 
 
 @debug.command("fs")

@@ -9,13 +9,19 @@ import tarfile
 
 import pytest
 
-from clustereval.analysis.nccl_debug import grouping_fact, rank_suspects, report_lines, subnet_groups
+from clustereval.analysis.nccl_debug import (
+    failing_from_pairs,
+    grouping_fact,
+    rank_suspects,
+    report_lines,
+    subnet_groups,
+)
 from clustereval.config import Config
 from clustereval.debug.nccl import debug_nccl, pairs_from
 from clustereval.probes.slurm_topology import expand_hostlist, parse_node_features, parse_topology
 from clustereval.records import from_dict
 from clustereval.records.debug import NcclDebugRecord
-from clustereval.records.network import PairResult
+from clustereval.records.network import FailingNode, PairResult
 from clustereval.records.snapshot import Signal
 from clustereval.report.gaps import say
 from clustereval.transport.local import LocalTransport
@@ -89,6 +95,71 @@ def test_ranking_without_hunt_stragglers_uses_slow_pair_counts():
     ranked = rank_suspects(_pairs(FOUR), [], {})
     assert ranked[0].node == "n2" and len(ranked[0].slow_pairs) == 3
     assert rank_suspects(_pairs({("a", "b"): 10.0, ("a", "c"): 10.1}), [], {}) == []
+
+
+# a hunt of four nodes in three rounds: n0 completed no pair, n2 is slow with every node it met
+LOST = [{"a": "n0", "b": "n1", "round": 1, "busbw_gb_s": None, "error": "exit status 127: python3: cannot open"},
+        {"a": "n2", "b": "n3", "round": 1, "busbw_gb_s": 40.0, "samples_gb_s": [40.0, 40.2]},
+        {"a": "n0", "b": "n2", "round": 2, "busbw_gb_s": None, "error": "exit status 127: python3: cannot open"},
+        {"a": "n1", "b": "n3", "round": 2, "busbw_gb_s": 90.0, "samples_gb_s": [90.0, 90.2]},
+        {"a": "n0", "b": "n3", "round": 3, "busbw_gb_s": None, "error": "exit status 127: python3: cannot open"},
+        {"a": "n1", "b": "n2", "round": 3, "busbw_gb_s": 41.0, "samples_gb_s": [41.0, 41.1]}]
+
+
+def test_a_failing_node_ranks_first_as_failing_never_by_a_zero_figure():
+    pairs, _, _ = pairs_from({"pairs": LOST, "limit_gb_s": 80.0})
+    for p in pairs:
+        p.slow = p.busbw_gb_s is not None and p.busbw_gb_s < 80.0
+    failing = [FailingNode(node="n0", error="exit status 127: python3: cannot open", partners=["n1", "n2", "n3"])]
+    ranked = rank_suspects(pairs, ["n2"], {}, failing)
+    assert [(s.rank, s.node, s.failing, s.straggler) for s in ranked] == [
+        (1, "n0", True, False), (2, "n2", False, True), (3, "n3", False, False), (4, "n1", False, False)]
+    assert ranked[0].why == ("failing, not slow: it did not complete a pair (exit status 127: python3: cannot open; "
+                             "a partner completed another pair)")
+    assert ranked[0].error == "exit status 127: python3: cannot open" and len(ranked[0].failed_pairs) == 3
+    # the ranking before: n0 had no slow pair and no CONCERN line, so it was left out
+    assert [s.node for s in rank_suspects(pairs, ["n2"], {})] == ["n2", "n3", "n1"]
+
+
+def test_a_node_lost_mid_hunt_ranks_first_with_the_round_it_stopped_in():
+    # n3 completes round 1, then fails with n1 (round 2) and n2 (round 3); n1 completes a pair in round 3
+    # and n2 one in round 2: both partners ran pairs once n3 had stopped
+    rows = [{"a": "n0", "b": "n3", "round": 1, "busbw_gb_s": 90.0}, {"a": "n1", "b": "n2", "round": 1, "busbw_gb_s": 90.1},
+            {"a": "n0", "b": "n2", "round": 2, "busbw_gb_s": 89.9}, {"a": "n1", "b": "n3", "round": 2, "busbw_gb_s": None,
+                                                                       "error": "ssh: connect to host n3: No route"},
+            {"a": "n0", "b": "n1", "round": 3, "busbw_gb_s": 90.2}, {"a": "n2", "b": "n3", "round": 3, "busbw_gb_s": None,
+                                                                       "error": "ssh: connect to host n3: No route"}]
+    pairs, _, _ = pairs_from({"pairs": rows})
+    failing = failing_from_pairs(pairs)
+    assert [(f.node, f.completed_pairs, f.from_round, f.partners, f.error) for f in failing] == [
+        ("n3", 1, 2, ["n1", "n2"], "ssh: connect to host n3: No route")]
+    ranked = rank_suspects(pairs, [], {}, failing)
+    assert [(s.node, s.failing) for s in ranked] == [("n3", True)]
+    assert ranked[0].why.startswith("failing, not slow: it did not complete a pair from round 2 on, having completed "
+                                    "1 pair before (ssh: connect to host n3: No route; every partner completed")
+    # named a straggler on the pairs it completed as well: listed once, first, as failing and named
+    both = rank_suspects(pairs, ["n3"], {}, failing)
+    assert [(s.node, s.failing, s.straggler) for s in both] == [("n3", True, True)]
+    assert both[0].why.startswith("failing: it did not complete") and both[0].why.endswith(
+        "; named a straggler on the pairs it completed")
+
+
+def test_the_workflow_lists_the_records_failing_nodes_and_finds_an_older_records_again(tmp_path):
+    config = Config(name="t", access="local", reports_dir=str(tmp_path / "reports"))
+    saved = tmp_path / "pairwise.record.json"
+    record = {"phase": "pairwise", "backend": "gloo", "ranks_per_node": 1, "threshold_pct": 5.0, "pairs": LOST,
+              "stragglers": ["n2"], "limit_gb_s": 80.0, "healthy_floor_gb_s": 84.2,
+              "failing": [{"node": "n0", "error": "exit status 127: python3: cannot open",
+                           "partners": ["n1", "n2", "n3"], "carries": True}]}
+    for data in (record, {k: v for k, v in record.items() if k != "failing"}):  # an older record: no list
+        saved.write_text(json.dumps(data))
+        rec, _ = debug_nccl(config, pairs_file=saved, transport=LocalTransport(), nodes=[])
+        assert [(f.node, f.carries) for f in rec.failing] == [("n0", True)]
+        assert [(s.rank, s.node, s.failing) for s in rec.suspects][:2] == [(1, "n0", True), (2, "n2", False)]
+        text = "\n".join(report_lines(rec))
+        assert "  1. n0: failing, not slow: it did not complete a pair (exit status 127" in text
+        assert "       pair n0 + n1: did not complete [exit status 127: python3: cannot open]" in text
+        assert "  2. n2: named by the pairwise hunt" in text
 
 
 def test_switch_grouping_explains_cross_switch_slowness():

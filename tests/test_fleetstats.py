@@ -22,7 +22,9 @@ from clustereval.analysis.fleetstats import (
     t_quantile,
     t_sf,
 )
+from clustereval.analysis.stragglers import round_robin
 from clustereval.config import Verdicts
+from clustereval.phases.pairwise import judge_pairs
 from clustereval.records.network import PairResult, PairwiseRecord
 from tests import compute_records as cr
 
@@ -161,3 +163,21 @@ def test_a_pair_sampled_without_its_round_is_no_evidence_for_the_nodes_pairwise_
     (kind,) = fleet_judgements({"pairwise": PairwiseRecord(pairs=pairs, samples_per_pair=2)})
     by_node = {kind.names[u.unit]: u.samples for u in kind.units}
     assert by_node["n3"] == (60.0, 61.0) and "n4" not in by_node
+
+
+def test_a_node_lost_mid_hunt_has_no_pairwise_figure_of_its_own():
+    # n2 completes round 1 and fails every later pair while its partners go on: it is failing
+    # (phases.pairwise.judge_pairs), and a failing node is listed once, as did not complete, never as a
+    # fleet unit on the samples of the pairs it completed before it stopped
+    names = ["n0", "n1", "n2", "n3"]
+    results = [PairResult(a=a, b=b, round=rnd, samples_gb_s=[] if "n2" in (a, b) and rnd >= 2 else [90.0, 91.0],
+                          error="exit status 1" if "n2" in (a, b) and rnd >= 2 else "", gated=True)
+               for rnd, pairs in enumerate(round_robin(names), 1) for a, b in pairs]
+    rec = PairwiseRecord(phase="pairwise", samples_per_pair=2)
+    judge_pairs(rec, results, names, set(names))
+    assert [(f.node, f.from_round) for f in rec.failing] == [("n2", 2)]
+    (kind,) = fleet_judgements({"pairwise": rec})
+    assert sorted(kind.names.values()) == ["n0", "n1", "n3"]
+    rec.failing = []  # the same pairs without the verdict: n2 is a unit on its round-1 pair
+    (kind,) = fleet_judgements({"pairwise": rec})
+    assert sorted(kind.names.values()) == names

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import xmlschema
 
+from clustereval.analysis.stragglers import round_robin
 from clustereval.analysis.summary import SUMMARY_FILE
 from clustereval.config import StorageTarget
 from clustereval.phases.pairwise import judge_pairs
@@ -117,3 +118,33 @@ def test_a_node_that_completed_no_pair_is_a_failing_case_and_a_figure_that_did_n
     assert "Nodes that did not complete a pair (failing, not slow" in report
     assert lint_text(report) == []
     assert {p["outcome"] for p in summary["phases"] if p["phase"] == "pairwise"} == {"failed"}
+
+
+def test_a_node_lost_mid_hunt_is_a_failing_case_and_its_figure_did_not_complete(tmp_path):
+    # four nodes: the third completes its round-1 pair, then every pair with it fails while its partners
+    # go on completing theirs: failing from round 2, in the report, summary.json and JUnit alike
+    records = healthy_records(hosts=("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
+    names = [n.name for n in records["preflight"].nodes]
+    lost = names[2]
+    pw = PairwiseRecord(phase="pairwise", payload_bytes=2**30, backend="nccl", ranks_per_node=8, num_rounds=3,
+                        samples_per_pair=3)
+    results = [PairResult(a=a, b=b, round=rnd, samples_gb_s=[] if lost in (a, b) and rnd >= 2 else [90.0, 90.4, 89.8],
+                          error="exit status 127: python3: cannot open shared object file"
+                          if lost in (a, b) and rnd >= 2 else "", gated=True)
+               for rnd, pairs in enumerate(round_robin(names), 1) for a, b in pairs]
+    judge_pairs(pw, results, names, set(names))
+    records["pairwise"] = pw
+    root, summary, report = _junit(tmp_path, records)
+    failed = _cases(root, "clustereval.verdicts")["torchrun"].find("failure")
+    assert failed is not None and failed.get("type") == "Underperforming"
+    assert "did not complete a pair of the pairwise hunt from round 2 on, having completed 1 pair before" in \
+        failed.get("message")
+    assert "it is failing, not a straggler" in failed.get("message") and "python3: cannot open" in failed.get("message")
+    nodes = [f for f in summary["figures"] if f["kind"] == "pairwise-node"]
+    assert len({f["id"] for f in nodes}) == len(nodes) == 4  # the lost node once, as did not complete
+    mine = [f for f in nodes if f["state"] == "did not complete"]
+    assert [(f["value"], f["provenance"]["completed_pairs"], f["provenance"]["from_round"], f["provenance"]["carries"])
+            for f in mine] == [(None, 1, 2, True)]
+    assert "or none from a round on (failing" in report and "from round 2 on, having completed 1 pair before" in report
+    assert lint_text(report) == []
+    assert {p["outcome"] for p in summary["phases"] if p["phase"] == "pairwise"} == {"partial"}

@@ -3,7 +3,8 @@ not start (its interpreter exits 127 there, as a broken library path would make 
 with node2 fails while the other pair of each round completes alone after the round's gate gave up
 waiting. The record names node2 failing with the launcher's error, nobody slow, a Gap for each
 ungated round, and the phase ends partial; `clustereval pairwise` (run in-process, the gate's wait
-shortened) exits 1 and prints node2 as failing; the report of the record lints clean."""
+shortened) exits 1 and prints node2 as failing; the report of the record lints clean; `debug nccl` on
+the saved record ranks node2 first, as failing."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from clustereval.analysis.nccl_debug import report_lines
 from clustereval.app import pairwise_only
 from clustereval.config import load_config
+from clustereval.debug.nccl import debug_nccl
 from clustereval.phases import pairwise
 from clustereval.records.network import PairwiseRecord
 from clustereval.report.lint import lint_text
@@ -70,3 +73,10 @@ def test_a_node_whose_python_is_broken_is_failing_not_a_straggler(tmp_path, netn
                                access="ssh", records={"pairwise": rec}, profile="quick")).markdown
     assert f"`{broken}` (" in md and "failing, not slow" in md
     assert lint_text(md) == []
+    # `clustereval debug nccl` on the saved record ranks node2 first, as failing, with the launcher's error
+    dbg, _ = debug_nccl(load_config(path), pairs_file=raw / "pairwise.record.json", reports_dir=tmp_path / "reports",
+                        sample_s=0.3)
+    assert [(s.rank, s.node, s.failing) for s in dbg.suspects][:1] == [(1, broken, True)], dbg.suspects
+    assert broken not in [s.node for s in dbg.suspects[1:]] and dbg.suspects[0].error == rec.failing[0].error
+    ranked = "\n".join(report_lines(dbg))
+    assert f"  1. {broken}: failing, not slow: it did not complete a pair (" in ranked, ranked

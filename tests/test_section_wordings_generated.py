@@ -17,6 +17,7 @@ import dataclasses
 import pytest
 
 from clustereval.analysis.rendezvous import classify_failure
+from clustereval.analysis.stragglers import round_robin
 from clustereval.phases.pairwise import judge_pairs
 from clustereval.phases.storage import lustre_summary
 from clustereval.probes.storage import LustreDf, StripeComponent
@@ -85,18 +86,24 @@ def _renamed(records: dict, names: list[str]) -> dict:
 
 def _hunt(names: list[str], *, slow: dict[str, float] | None = None, failed: dict[tuple[str, str], str] | None = None,
           joined: set[str] | None = None, unresolved: list[str] | None = None,
-          ungated: set[tuple[str, str]] | None = None) -> PairwiseRecord:
+          ungated: set[tuple[str, str]] | None = None, stopped: tuple[str, int, str] | None = None) -> PairwiseRecord:
     """The pairwise record the phase writes (``phases.pairwise.judge_pairs``) for every pair of ``names``:
     three samples each, ``slow`` nodes' pairs at that fraction of the rate, ``failed`` pairs with their
-    error line, ``ungated`` pairs sampled without their round's gate."""
-    slow, failed, ungated = slow or {}, failed or {}, ungated or set()
+    error line, ``ungated`` pairs sampled without their round's gate. ``stopped`` (node, round, error):
+    the pairs run in the round robin's rounds, and every pair of that node from that round fails."""
+    slow, failed, ungated = slow or {}, dict(failed or {}), ungated or set()
     rec = PairwiseRecord(payload_bytes=2**30, backend="nccl", ranks_per_node=8, samples_per_pair=3)
     results = []
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    for r, (a, b) in enumerate(pairs):
+    at = {p: r // max(1, len(names) // 2) + 1 for r, p in enumerate(pairs)}
+    if stopped is not None:
+        at = {p: r for r, ps in enumerate(round_robin(names), 1) for p in ps}
+        pairs = list(at)
+        failed.update({p: stopped[2] for p, r in at.items() if stopped[0] in p and r >= stopped[1]})
+    for a, b in pairs:
         err = failed.get((a, b), "")
         rate = 90.0 * min(slow.get(a, 1.0), slow.get(b, 1.0))
-        results.append(PairResult(a=a, b=b, round=r // max(1, len(names) // 2) + 1, error=err,
+        results.append(PairResult(a=a, b=b, round=at[(a, b)], error=err,
                                   samples_gb_s=[] if err else [rate * (1 + d) for d in (-0.004, 0.0, 0.003)],
                                   ungated=(a, b) in ungated and not err,
                                   gate_error="gate 1 of the round was not passed together: Timeout (120000ms) "
@@ -131,6 +138,15 @@ def _network_cases():
         yield (f"{n} nodes, {names[1]} completed no pair, the other pairs ungated", names,
                _hunt(names, failed=mine, ungated=first - set(mine)), None)
         yield f"{n} nodes, one pair ungated", names, _hunt(names, ungated={(names[0], names[-1])}), None
+        if n >= 4:  # a node lost mid-hunt: failing from the round it stopped in
+            for err in ERRORS[:3]:
+                yield (f"{n} nodes, {names[1]} stopped in round 2: {err!r}", names,
+                       _hunt(names, stopped=(names[1], 2, err)), None)
+            yield (f"{n} nodes, {names[1]} stopped in round 2, {names[2]} slow", names,
+                   _hunt(names, stopped=(names[1], 2, ERRORS[0]), slow={names[2]: 0.5}), None)
+        if n >= 6:  # slow on the pairs it completed, then lost: a straggler and failing
+            yield (f"{n} nodes, {names[1]} slow and stopped in round {n - 2}", names,
+                   _hunt(names, stopped=(names[1], n - 2, ERRORS[1]), slow={names[1]: 0.5}), None)
         yield f"{n} nodes, every pair ungated", names, _hunt(names, ungated=first), None
         yield f"{n} nodes, {n - 1} unresolved", names, _hunt(names, unresolved=names[1:]), None
         yield f"{n} nodes, 1 unresolved", names, _hunt(names, unresolved=names[-1:]), None

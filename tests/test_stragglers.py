@@ -16,8 +16,10 @@ from clustereval.analysis.stragglers import (
     screen_and_confirm,
     simulated_cluster,
 )
+from clustereval.app import pairwise_exit
 from clustereval.phases.pairwise import judge_pairs
 from clustereval.records.network import PairResult, PairwiseRecord
+from clustereval.report.pairwise_nodes import pairwise_lines
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 16])
@@ -270,11 +272,68 @@ def test_confirm_pairs_that_fail_twice_name_no_straggler():
 
 
 def test_a_suspect_that_completed_a_pair_and_then_fails_waits_and_is_never_named():
-    # slow in the screen, then its confirm pairs fail: nothing on samples says it is slow twice
+    # slow in the screen, then its confirm pair fails: nothing on samples says it is slow twice, and with
+    # no round left to check its partner again, which of the two stopped is not known
     names = [f"n{i:02d}" for i in range(8)]
     measure = _Scripted("n02", {1: [50.0, 50.5, 49.5]}, later=None)
-    result = screen_and_confirm(names, measure, seed=0)
+    result = screen_and_confirm(names, measure, seed=0, max_rounds=2)
     assert result.stragglers == [] and result.failing == [] and "n02" in result.unresolved
+
+
+def test_a_suspect_that_completed_a_pair_and_then_fails_is_failing_once_its_partner_completes_a_later_pair():
+    # as above with the budget's rounds: its confirm partner is checked again in round 3 and completes,
+    # so n02 stopped in round 2 while its partner went on (the rule before: unresolved, never failing)
+    names = [f"n{i:02d}" for i in range(8)]
+    rounds = []
+
+    def measure(pairs):
+        rounds.append(list(pairs))
+        return {p: ([50.0, 50.5, 49.5] if len(rounds) == 1 else None) if "n02" in p else _Scripted.FAST for p in pairs}
+
+    result = screen_and_confirm(names, measure, seed=0)
+    assert result.stragglers == [] and result.failing == ["n02"] and result.unresolved == []
+    # n02 was tried once after the screen; the partner of that failed pair ran again in round 3
+    partner = next(b if a == "n02" else a for a, b in rounds[1] if "n02" in (a, b))
+    assert sum("n02" in p for r in rounds for p in r) == 2 and any(partner in p for p in rounds[2])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_trusted_node_lost_after_the_screen_is_failing_and_its_suspect_is_tried_again(seed):
+    # n05 completes the screen fast, then every pair with it fails; n11 is slow. Paired with n05 in a
+    # confirm round, a suspect's pair fails: n05 is checked again, fails again, and the suspect is tried
+    # with another partner, so the failure lands on n05 and the slow node is still named
+    names = [f"n{i:02d}" for i in range(16)]
+    rounds = []
+
+    def measure(pairs):
+        rounds.append(list(pairs))
+        return {p: None if "n05" in p and len(rounds) > 1 else
+                [90.0 * (0.7 if "n11" in p else 1.0) * f for f in (0.99, 1.0, 1.01)] for p in pairs}
+
+    result = screen_and_confirm(names, measure, seed=seed)
+    assert "n05" not in result.stragglers and "n11" in result.stragglers
+    ran_later = [r for r in rounds[1:] if any("n05" in p for p in r)]
+    if ran_later:  # the seeds below where a suspect drew n05 as its partner
+        assert result.failing == ["n05"] and result.stragglers == ["n11"], (rounds, result)
+    else:
+        assert result.failing == [] and result.stragglers == ["n11"]
+
+
+def test_the_screens_draws_pair_the_lost_trusted_node_for_some_seed():
+    # the test above is only worth its name when some seed pairs n05 after the screen
+    names = [f"n{i:02d}" for i in range(16)]
+    drawn = 0
+    for seed in range(6):
+        rounds = []
+
+        def measure(pairs, rounds=rounds):
+            rounds.append(list(pairs))
+            return {p: None if "n05" in p and len(rounds) > 1 else
+                    [90.0 * (0.7 if "n11" in p else 1.0) * f for f in (0.99, 1.0, 1.01)] for p in pairs}
+
+        screen_and_confirm(names, measure, seed=seed)
+        drawn += any("n05" in p for r in rounds[1:] for p in r)
+    assert drawn >= 1
 
 
 def test_judge_lists_a_node_that_completed_no_pair_as_failing_not_slow():
@@ -420,3 +479,95 @@ def test_a_failing_node_does_not_hide_the_slow_node_of_a_round_robin():
     verdict = judge(results, 5.0)
     assert verdict.judged and verdict.stragglers == ["n3"]
     assert [f.node for f in verdict.failing] == ["n0"]
+
+
+# -- a node that completed pairs, then failed every later one: failing from the round it stopped ---------------------
+def _robin(names, outcome):
+    """Every pair of ``names``' round robin with its round: ``outcome(pair, round)`` gives its samples
+    (None: it failed)."""
+    results, rounds = {}, {}
+    for rnd, pairs in enumerate(round_robin(names), 1):
+        for p in pairs:
+            results[key(*p)], rounds[key(*p)] = outcome(p, rnd), rnd
+    return results, rounds
+
+
+FAST = [90.0, 90.5, 89.5]
+
+
+def test_a_node_lost_in_round_2_of_4_nodes_is_failing_from_round_2():
+    # rounds: 1 (n0 n3)(n1 n2), 2 (n0 n2)(n1 n3), 3 (n0 n1)(n2 n3): n2 completes its pair with n1, then
+    # fails with n0 and n3, each of which completed a pair in round 2 or later
+    names = ["n0", "n1", "n2", "n3"]
+    results, rounds = _robin(names, lambda p, r: None if "n2" in p and r >= 2 else FAST)
+    verdict = judge(results, rounds=rounds)
+    assert [(f.node, f.carries, f.completed_pairs, f.from_round, f.failed_pairs) for f in verdict.failing] == [
+        ("n2", True, 1, 2, [key("n0", "n2"), key("n2", "n3")])]
+    assert verdict.stragglers == []
+    # the rule before: a node that completed a pair was never failing
+    assert judge(results).failing == []
+
+
+def test_a_node_lost_in_the_last_round_is_not_failing_its_partner_went_on_no_further():
+    # n2 fails only in round 3 with n3, whose round-3 pair is that one: which of the two stopped is not known
+    names = ["n0", "n1", "n2", "n3"]
+    results, rounds = _robin(names, lambda p, r: None if "n2" in p and r == 3 else FAST)
+    assert judge(results, rounds=rounds).failing == []
+
+
+def test_a_failed_pair_between_two_nodes_that_each_completed_later_pairs_fails_neither():
+    names = ["n0", "n1", "n2", "n3", "n4", "n5"]
+    results, rounds = _robin(names, lambda p, r: None if set(p) == {"n0", "n2"} else FAST)
+    verdict = judge(results, rounds=rounds)
+    assert verdict.failing == [] and verdict.failed == {key("n0", "n2")}
+
+
+def test_a_node_that_completed_a_later_pair_is_not_failing_though_its_earlier_pairs_failed():
+    # n4 fails rounds 1 to 3 and completes round 4 and 5: its failed pairs are said pair by pair
+    names = ["n0", "n1", "n2", "n3", "n4", "n5"]
+    results, rounds = _robin(names, lambda p, r: None if "n4" in p and r <= 3 else FAST)
+    assert judge(results, rounds=rounds).failing == []
+
+
+def test_a_lost_node_is_failing_and_the_slow_node_is_still_named_in_a_round_robin():
+    # six nodes, five rounds: n1 slow throughout, n4 lost from round 3 (it completed rounds 1 and 2)
+    names = [f"n{i}" for i in range(6)]
+
+    def measure(pairs):
+        rnd = measure.calls = getattr(measure, "calls", 0) + 1
+        return {p: None if "n4" in p and rnd >= 3 else [x * (0.6 if "n1" in p else 1.0) for x in FAST] for p in pairs}
+
+    verdict, _, num_rounds = run_round_robin(names, measure)
+    assert num_rounds == 5 and verdict.stragglers == ["n1"]
+    assert [(f.node, f.completed_pairs, f.from_round, len(f.failed_pairs)) for f in verdict.failing] == [("n4", 2, 3, 3)]
+
+
+def test_a_node_whose_later_partner_completed_nothing_from_that_round_is_not_failing():
+    # n2 and n3 are both lost from round 2: n2's round-3 partner is n3, which completed nothing from round
+    # 2 on, so neither carries its failure alone
+    names = ["n0", "n1", "n2", "n3"]
+    results, rounds = _robin(names, lambda p, r: None if set(p) & {"n2", "n3"} and r >= 2 else FAST)
+    assert judge(results, rounds=rounds).failing == []
+
+
+def test_the_record_lists_a_node_lost_mid_hunt_with_its_error_round_and_completed_pairs():
+    names = ["n0", "n1", "n2", "n3"]
+    results = [PairResult(a=a, b=b, round=rnd, samples_gb_s=[] if "n2" in (a, b) and rnd >= 2 else list(FAST),
+                          error="exit status 127: python3: cannot open shared object file"
+                          if "n2" in (a, b) and rnd >= 2 else "", gated=True)
+               for rnd, pairs in enumerate(round_robin(names), 1) for a, b in pairs]
+    rec = PairwiseRecord(phase="pairwise", samples_per_pair=3)
+    judge_pairs(rec, results, names, set(names))
+    assert [(f.node, f.error, f.partners, f.carries, f.completed_pairs, f.from_round) for f in rec.failing] == [
+        ("n2", "exit status 127: python3: cannot open shared object file", ["n0", "n3"], True, 1, 2)]
+    assert rec.stragglers == [] and rec.status == "partial"
+    # `clustereval pairwise` exits 1 on it and prints it in the failing nodes' words
+    assert pairwise_exit(rec) == 1
+    assert ("did not complete a pair from round 2 on (failing, not slow): n2 (exit status 127: python3: cannot "
+            "open shared object file; 1 pair completed before; every partner completed a pair in round 2 or "
+            "later)") in pairwise_lines(rec)
+    # the same hunt with n2's pairs all completed: nobody failing, exit 0
+    healthy = PairwiseRecord(phase="pairwise", samples_per_pair=3)
+    judge_pairs(healthy, [PairResult(a=r.a, b=r.b, round=r.round, samples_gb_s=list(FAST), gated=True)
+                          for r in results], names, set(names))
+    assert healthy.failing == [] and pairwise_exit(healthy) == 0

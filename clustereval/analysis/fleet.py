@@ -8,7 +8,7 @@ What is judged, and what makes two units peers:
 | ``lemon`` | GPU | its lemon GEMM passes | as ``msmf`` |
 | ``hbm-copy`` | GPU | its device-local copies, one rate each (GPU memory and links pass) | as ``msmf``, and the same GPU name |
 | ``pcie-h2d``, ``pcie-d2h`` | GPU | its pinned copies alone, one rate each | as ``hbm-copy`` |
-| ``pairwise`` | node | per sample, the fastest of its pairs | every node of the hunt |
+| ``pairwise`` | node | per sample, the fastest of its pairs | every node of the hunt but the failing ones |
 | ``busbw-intra`` | node | one figure, at the largest payload every node ran | every node |
 | ``concurrent-write`` | node | one write | nodes writing to the same mount |
 
@@ -139,7 +139,10 @@ def _pairwise_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[
         return None
     out = FleetKind(kind="pairwise", subsystem="fabric", what="pairwise all-reduce busbw", unit="GB/s",
                     noun="node", policy=policy)
-    nodes = sorted({x for p in pw.pairs for x in (p.a, p.b)}, key=lambda x: (keys.get(x, x), x))
+    # a failing node (``analysis.stragglers.failing_nodes``) has no figure of its own: its pairs stopped
+    # completing, and summary.json lists it as did not complete
+    failing = {f.node for f in getattr(pw, "failing", None) or []}
+    nodes = sorted({x for p in pw.pairs for x in (p.a, p.b)} - failing, key=lambda x: (keys.get(x, x), x))
     for name in nodes:
         # an ungated pair's samples are no evidence of speed (analysis.stragglers)
         mine = [p.samples_gb_s or ([p.busbw_gb_s] if p.busbw_gb_s is not None else [])

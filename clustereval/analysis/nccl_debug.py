@@ -3,12 +3,15 @@ which topology grouping lines up with the slow pairs. Pure.
 
 Ranking, most likely first:
 
-1. the stragglers the pairwise hunt named, in its order;
-2. other nodes with slow pairs that no straggler explains (a slow pair with a straggler in it is
+1. the failing nodes of the pairwise hunt (a node that completed no pair, or none from a round on
+   while its partners went on: ``analysis.stragglers.failing_nodes``), as failing, with the
+   launcher's error: they have no figure, so they are never ranked among the measured nodes by one;
+2. the stragglers the pairwise hunt named, in its order;
+3. other nodes with slow pairs that no straggler explains (a slow pair with a straggler in it is
    the straggler's), most such pairs first, then by the larger share of slow pairs, then by the
    lower mean busbw;
-3. nodes whose only slow pairs include a straggler;
-4. nodes without a slow pair but with CONCERN lines in their snapshot.
+4. nodes whose only slow pairs include a straggler;
+5. nodes without a slow pair but with CONCERN lines in their snapshot.
 """
 
 from __future__ import annotations
@@ -18,17 +21,53 @@ import statistics
 from collections.abc import Mapping
 
 from clustereval.analysis.snapshot import format_signal
+from clustereval.analysis.stragglers import failing_nodes, key
 from clustereval.records.debug import NcclDebugRecord, SuspectNode, TopologyFact
-from clustereval.records.network import PairResult
+from clustereval.records.network import FailingNode, PairResult
 from clustereval.records.snapshot import Signal
 
 
+def failing_from_pairs(pairs: list[PairResult]) -> list[FailingNode]:
+    """The failing nodes of a pairwise record that does not list them (an older record, or a pairs file
+    written by hand), by the hunt's own rule over its pairs and their rounds."""
+    samples = {key(p.a, p.b): p.samples_gb_s or ([p.busbw_gb_s] if p.busbw_gb_s is not None else None) for p in pairs}
+    by_pair = {key(p.a, p.b): p for p in pairs}
+    rounds = {k: p.round for k, p in by_pair.items()} if all(p.round for p in pairs) else None
+    out = []
+    for f in failing_nodes(samples, rounds):
+        first = min((by_pair[k] for k in f.failed_pairs), key=lambda p: (p.round, p.a, p.b))
+        out.append(FailingNode(node=f.node, error=first.error, carries=f.carries, completed_pairs=f.completed_pairs,
+                               from_round=f.from_round, partners=sorted(b if a == f.node else a for a, b in f.failed_pairs)))
+    return out
+
+
+def failing_why(f: FailingNode, straggler: bool = False) -> str:
+    """A failing node in the words `clustereval pairwise` prints it with. ``straggler``: the hunt named it
+    on the samples of the pairs it completed before it stopped."""
+    if f.completed_pairs:
+        return (f"failing{'' if straggler else ', not slow'}: it did not complete a pair from round {f.from_round} on, having completed "
+                f"{f.completed_pairs} pair{'s' if f.completed_pairs != 1 else ''} before ({f.error or 'no result'}; "
+                f"every partner completed a pair in round {f.from_round} or later)"
+                + ("; named a straggler on the pairs it completed" if straggler else ""))
+    return (f"failing, not slow: it did not complete a pair ({f.error or 'no result'}; "
+            + ("a partner completed another pair)" if f.carries else "which node of the pair failed is not known)"))
+
+
 def rank_suspects(pairs: list[PairResult], stragglers: list[str],
-                  concerns: Mapping[str, list[Signal]]) -> list[SuspectNode]:
-    named = list(stragglers)
-    nodes = sorted({n for p in pairs for n in (p.a, p.b)} | set(concerns))
+                  concerns: Mapping[str, list[Signal]], failing: list[FailingNode] | None = None) -> list[SuspectNode]:
+    """The ranked suspects (the module's order). ``failing``: the hunt's failing nodes, listed first."""
+    failing = list(failing or [])
+    lost = {f.node for f in failing}
+    named = [n for n in stragglers if n not in lost]
+    nodes = sorted({n for p in pairs for n in (p.a, p.b)} | set(concerns) | lost)
     by_node: dict[str, list[PairResult]] = {n: [p for p in pairs if n in (p.a, p.b)] for n in nodes}
     out: list[SuspectNode] = []
+    for f in failing:  # no figure to rank them by: first, as failing
+        out.append(SuspectNode(node=f.node, rank=0, failing=True, error=f.error, straggler=f.node in stragglers,
+                               slow_pairs=[p for p in by_node[f.node] if p.slow], num_pairs=len(by_node[f.node]),
+                               failed_pairs=[p for p in by_node[f.node] if p.busbw_gb_s is None],
+                               concerns=list(concerns.get(f.node, [])),
+                               why=failing_why(f, f.node in stragglers)))
 
     def slow_of(n: str) -> list[PairResult]:
         return [p for p in by_node[n] if p.slow]
@@ -44,7 +83,7 @@ def rank_suspects(pairs: list[PairResult], stragglers: list[str],
         out.append(SuspectNode(node=n, rank=0, straggler=True, slow_pairs=slow, num_pairs=len(by_node[n]),
                                concerns=list(concerns.get(n, [])),
                                why=f"named by the pairwise hunt: {len(slow)} of {len(by_node[n])} pairs slow"))
-    rest = [n for n in nodes if n not in named]
+    rest = [n for n in nodes if n not in named and n not in lost]
     independent = {n: [p for p in slow_of(n) if p.a not in named and p.b not in named] for n in rest}
     with_slow = [n for n in rest if slow_of(n)]
     with_slow.sort(key=lambda n: (-len(independent[n]), -len(slow_of(n)) / max(1, len(by_node[n])),
@@ -150,11 +189,13 @@ def report_lines(rec: NcclDebugRecord) -> list[str]:
     slow = [p for p in rec.pairs if p.slow]
     lines.append(f"slow pairs: {len(slow)} of {len(rec.pairs)}")
     if not rec.suspects:
-        lines.append("suspect nodes: none (no slow pair, no CONCERN line on the nodes snapshotted)")
+        lines.append("suspect nodes: none (no slow pair, no failing node, no CONCERN line on the nodes snapshotted)")
     else:
         lines.append("suspect nodes, most likely first:")
         for s in rec.suspects:
             lines.append(f"{s.rank:>3}. {s.node}: {s.why}")
+            for p in s.failed_pairs:
+                lines.append(f"       pair {p.a} + {p.b}: did not complete" + (f" [{p.error}]" if p.error else ""))
             for p in s.slow_pairs:
                 lines.append(f"       pair {p.a} + {p.b}: {_pct_vs(p.busbw_gb_s, rec)}"
                              + (f" [{p.error}]" if p.error else ""))

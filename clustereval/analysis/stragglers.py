@@ -18,6 +18,13 @@ Two kinds of evidence are never a verdict on speed:
   pairs completed another is a failing node (``FailedNode``, ``carries``): the failure is its own,
   it is listed with the launcher's error, never as a straggler. When neither node of a failed pair
   completed any pair, both are listed as failing and the hunt does not say which of them it was.
+  A node that completed pairs and then failed every later one (lost, or its Python broken, mid-hunt)
+  is failing from the round of its first failed pair after its last completed one, when every
+  partner of those failed pairs completed a pair in that round or a later one: they ran pair jobs
+  once it had stopped, so the failure is its own (``FailedNode.from_round``, ``completed_pairs``). A
+  failed pair between two nodes that each completed a later pair fails neither; a node with a
+  partner that completed nothing from that round on is not listed (which of the two stopped is not
+  known): its pairs are said pair by pair.
 - **An ungated pair** (``Sampled.gated`` False: in a round of several pairs, its samples did not all
   pass the round's gate with every pair, so they may have overlapped other pairs' traffic or been
   taken without it) is listed with its figures but is neither a healthy reference nor evidence of a
@@ -90,12 +97,15 @@ class SuspectScore:
 
 @dataclass
 class FailedNode:
-    """A node that completed no pair: failing, not slow (a node is named slow on samples only)."""
+    """A node that completed no pair, or none from a round on: failing, not slow (a node is named slow
+    on samples only)."""
 
     node: str
-    failed_pairs: list[Pair]  # its pairs that did not complete
+    failed_pairs: list[Pair]  # its pairs that did not complete (from ``from_round`` on when it completed some)
     carries: bool  # a partner of a failed pair completed another pair, so the failure is this node's;
     # False: no partner completed a pair either, so which node of the pair failed is not known
+    completed_pairs: int = 0  # the pairs it completed before it stopped (0: it completed none)
+    from_round: int = 0  # the round of the first failed pair it completed none from (0: rounds not known)
 
 
 @dataclass
@@ -106,7 +116,7 @@ class Judgement:
     stragglers: list[str] = field(default_factory=list)
     failed: set[Pair] = field(default_factory=set)  # pairs that returned no sample
     ungated: set[Pair] = field(default_factory=set)  # completed pairs not sampled together with their round
-    failing: list[FailedNode] = field(default_factory=list)  # nodes that completed no pair, by name
+    failing: list[FailedNode] = field(default_factory=list)  # nodes that completed no pair, or none from a round on
     num_pairs: int = 0
     num_completed: int = 0
     judged: bool = False  # False: too few pairs completed (and were gated) to name anyone
@@ -143,7 +153,8 @@ def _fastest(value: Samples) -> float | None:
     return max(got) if got else None
 
 
-def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_gated: bool = True) -> Judgement:
+def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_gated: bool = True,
+          rounds: Mapping[Pair, int] | None = None) -> Judgement:
     """Name the nodes whose pairs are slower than the healthy pairs' own spread explains.
 
     ``results``: every pair's busbw samples (a single value is one sample; None or [] means the
@@ -162,6 +173,8 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_g
     with ``half_gated``, fewer than half were compared, and no mean is taken over zero values. The
     screen's pairs are judged without ``half_gated``: its names come from its gated confirm pairs,
     and one pair that never came to round 1's gate leaves every other pair of that round ungated.
+    ``rounds``: the round each pair ran in, which ``failing_nodes`` needs to find a node that stopped
+    mid-hunt (without it only the nodes that completed no pair are failing).
     """
     samples = {key(*k): _samples(v) for k, v in results.items()}
     done = {k: s for k, s in samples.items() if s}
@@ -172,7 +185,8 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_g
     nodes = sorted({n for k in samples for n in k})
     out = Judgement(mean_busbw_gb_s=statistics.fmean(med.values()) if med else 0.0,
                     failed={k for k, s in samples.items() if not s}, num_pairs=len(samples),
-                    num_completed=len(done), medians=med, ungated=ungated, failing=failing_nodes(samples))
+                    num_completed=len(done), medians=med, ungated=ungated,
+                    failing=failing_nodes(samples, rounds))
     if not med:
         out.why_not_judged = f"none of the {len(samples)} pairs completed"
     elif len(done) * 2 < len(samples):
@@ -215,19 +229,45 @@ def judge(results: Mapping[Pair, Samples], threshold_pct: float = 5.0, *, half_g
     return out
 
 
-def failing_nodes(results: Mapping[Pair, Samples]) -> list[FailedNode]:
-    """The nodes that completed no pair although one of their pairs was run: each with its failed pairs,
-    and whether it carries the failure (a partner of a failed pair completed another pair, so that
-    partner can run a pair job) or shares it with partners that completed nothing either. A node
-    that completed a pair is not listed: its failed pairs are said pair by pair."""
+def failing_nodes(results: Mapping[Pair, Samples], rounds: Mapping[Pair, int] | None = None) -> list[FailedNode]:
+    """The failing nodes of a hunt, by name: each with its failed pairs and whether it carries the failure.
+
+    A node that completed no pair although one of its pairs was run is failing: it carries the
+    failure when a partner of a failed pair completed another pair (that partner can run a pair
+    job), else it shares it with partners that completed nothing either. With ``rounds`` (each
+    pair's round), a node that completed pairs is failing from round R when every pair it ran after
+    its last completed one failed, R being the first of those, and every partner of those pairs
+    completed a pair in round R or later: the partners ran pair jobs once it had stopped, so it
+    carries the failure. Otherwise a node that completed a pair is not listed: its failed pairs are
+    said pair by pair."""
     samples = {key(*k): _samples(v) for k, v in results.items()}
+    at = {key(*k): r for k, r in (rounds or {}).items()}
     completed = {n for k, s in samples.items() if s for n in k}
     out = []
-    for n in sorted({n for k in samples for n in k} - completed):
-        failed = sorted(k for k in samples if n in k)
-        partners = {k[1] if k[0] == n else k[0] for k in failed}
-        out.append(FailedNode(node=n, failed_pairs=failed, carries=bool(partners & completed)))
+    for n in sorted({n for k in samples for n in k}):
+        mine = [k for k in samples if n in k]
+        if n not in completed:
+            failed = sorted(mine)
+            partners = {_other(k, n) for k in failed}
+            out.append(FailedNode(node=n, failed_pairs=failed, carries=bool(partners & completed),
+                                  from_round=min((at[k] for k in failed if k in at), default=0)))
+            continue
+        if any(k not in at for k in mine):
+            continue  # without every pair's round, when it stopped is not known
+        last = max(at[k] for k in mine if samples[k])
+        later = sorted((k for k in mine if at[k] > last), key=lambda k: (at[k], k))
+        if not later:
+            continue
+        start = at[later[0]]
+        partners = {_other(k, n) for k in later}
+        if all(any(s and p in k and at.get(k, 0) >= start for k, s in samples.items()) for p in partners):
+            out.append(FailedNode(node=n, failed_pairs=later, carries=True,
+                                  completed_pairs=sum(1 for k in mine if samples[k]), from_round=start))
     return out
+
+
+def _other(pair: Pair, node: str) -> str:
+    return pair[1] if pair[0] == node else pair[0]
 
 
 def _all_slow(group: list[str], healthy: set[str], done: dict[Pair, list[float]], med: dict[Pair, float],
@@ -250,11 +290,13 @@ def run_round_robin(nodes: Sequence[str], measure: MeasureRound, threshold_pct: 
                     ) -> tuple[Judgement, dict[Pair, Samples], int]:
     """Every pair once, in parallel rounds: (judgement, busbw samples per pair, rounds run)."""
     busbw: dict[Pair, Samples] = {}
+    at: dict[Pair, int] = {}
     rounds = round_robin(nodes)
-    for pairs in rounds:
+    for i, pairs in enumerate(rounds, 1):
         for (a, b), v in measure(pairs).items():
             busbw[key(a, b)] = v
-    return judge(busbw, threshold_pct), busbw, len(rounds)
+            at[key(a, b)] = i
+    return judge(busbw, threshold_pct, rounds=at), busbw, len(rounds)
 
 
 CONFIRMATIONS = 2  # a suspect is named after this many slow pairs with different trusted partners
@@ -273,7 +315,9 @@ class ScreenResult:
     pairs_measured: int
     suspects_after_screen: list[str]  # the nodes round 1 left to check: slow pairs', failed pairs', the bye
     unresolved: list[str] = field(default_factory=list)  # suspects still waiting for a trusted partner at the budget
-    failing: list[str] = field(default_factory=list)  # completed no pair and failed one with a trusted partner
+    # failing (``failing_nodes``, carrying the failure): completed no pair and failed one with a trusted
+    # partner, or stopped completing pairs while its partners went on
+    failing: list[str] = field(default_factory=list)
 
 
 def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pct: float = 5.0,
@@ -293,8 +337,13 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     trusted partners in turn is a straggler, one whose gated pair is fast is cleared (a healthy node is named only
     if two pairs with healthy partners both fall below the bar by chance). A suspect whose pair with a
     trusted partner fails is failing (``failing``, never a straggler) when it has completed no pair:
-    its partner has, so the failure is the suspect's; one that has completed a pair, and one whose
-    pair was ungated, waits for another partner (neither is evidence of speed). Suspects
+    its partner has, so the failure is the suspect's. One that has completed a pair is not tried
+    again and its partner is checked again in the next round, like a suspect with nothing counted
+    against it: when the partner completes that pair, the suspect stopped while its partner went on
+    and is failing from the round its pair failed (``failing_nodes``' rule over every pair the screen
+    ran); when the budget leaves no round for that, or the partner fails too, the suspect is
+    unresolved (tried again in the second case). Both nodes of a reference pair that fails are
+    checked again in the next round too. One whose pair was ungated waits for another partner (no evidence of speed). Suspects
     left without a trusted partner wait for the next round (trusted nodes are plentiful unless most
     nodes are slow). The round's upper quartile is the reference because a slow pair's both members
     are in it: the mean, and with a third of the nodes slow even the median, would follow the slow
@@ -309,6 +358,8 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
     measured = 0
     got = measure(first)
     measured += len(first)
+    ran: dict[Pair, Samples] = {key(*p): v for p, v in got.items()}  # every pair the screen ran, and its round
+    at: dict[Pair, int] = dict.fromkeys(ran, 1)
     completed = {n for p, v in got.items() if _samples(v) for n in p}
     gated = [v for v in got.values() if _samples(v) and _gated(v)]
     done = sorted(m for v in (gated or list(got.values())) if (m := _median(v)) is not None)
@@ -328,10 +379,11 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         suspects.append(order[-1])  # the bye is checked in round 2
     screened = sorted(suspects)
     stragglers: list[str] = []
-    failing: list[str] = []
     rounds = 1
     pending = list(suspects)
     slow_with: dict[str, int] = {}  # suspect -> trusted partners it was slow with so far
+    stopped: list[str] = []  # completed a pair, then failed one with a trusted partner: not tried again
+    checking: dict[str, str] = {}  # a trusted partner checked again -> the stopped suspect its pair failed with
     while pending and rounds < max_rounds:
         rounds += 1
         partners = list(trusted)
@@ -343,17 +395,31 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
         got = measure(this_round + reference)
         measured += len(this_round) + len(reference)
         completed |= {n for p, v in got.items() if _samples(v) for n in p}
+        ran.update({key(*p): v for p, v in got.items()})
+        at.update(dict.fromkeys((key(*p) for p in got), rounds))
         ref_value = got.get(reference[0]) if reference else None
+        if reference and _fastest(ref_value) is None:
+            for n in reference[0]:  # a trusted pair that failed: both are checked again, as a failed screen pair's
+                trusted.remove(n)
+                waiting.append(n)
         ref_median = _median(ref_value) if _gated(ref_value) else None
         bar = ref_median * (1 - threshold_pct / 100) if ref_median is not None else limit
         for pair in this_round:
             s, value = pair[0], got.get(pair)
             v = _fastest(value)
             if v is None:
-                if s not in completed:
-                    failing.append(s)  # its trusted partner runs pair jobs: the failure is this node's
-                else:
-                    waiting.append(s)
+                if s in completed:
+                    # it stopped, or its partner did: the partner is checked again in the next round
+                    stopped.append(s)
+                    trusted.remove(pair[1])
+                    waiting.append(pair[1])
+                    checking[pair[1]] = s
+                # else its trusted partner runs pair jobs: the failure is this node's (failing_nodes)
+                if s in checking and checking[s] in stopped:
+                    # a partner checked again failed as well: the failure it shared with the stopped
+                    # suspect may be its own, so that suspect is tried again
+                    stopped.remove(checking[s])
+                    waiting.append(checking.pop(s))
                 continue
             if not _gated(value):
                 waiting.append(s)  # sampled without the round: no evidence either way
@@ -367,8 +433,10 @@ def screen_and_confirm(nodes: Sequence[str], measure: MeasureRound, threshold_pc
             else:
                 waiting.append(s)  # once more, with another trusted partner
         pending = waiting
+    failing = sorted(f.node for f in failing_nodes(ran, at) if f.carries)
+    unresolved = sorted(set(pending) - set(failing) | (set(stopped) - set(failing)))
     return ScreenResult(stragglers=sorted(stragglers), rounds=rounds, pairs_measured=measured,
-                        suspects_after_screen=screened, unresolved=sorted(pending), failing=sorted(failing))
+                        suspects_after_screen=screened, unresolved=unresolved, failing=failing)
 
 
 @dataclass

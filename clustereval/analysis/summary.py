@@ -264,13 +264,14 @@ def _network_figures(records: dict[str, Any], nodes: _Nodes, fleet: _Fleet) -> l
                     **fleet.noise("", list(p.samples_gb_s or [p.busbw_gb_s]) if p.busbw_gb_s is not None else []),
                     "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "round": p.round,
                                    "slow": p.slow, "ungated": p.ungated, "backend": pw.backend, "error": p.error}})
-    for f in getattr(pw, "failing", None) or []:  # completed no pair: failing, not slow
+    for f in getattr(pw, "failing", None) or []:  # completed no pair, or none from a round on: failing, not slow
         out.append({"id": f"pairwise-node/{nodes.key(f.node)}", "kind": "pairwise-node", "subject": nodes.label(f.node),
                     "node": nodes.idx(f.node), "payload_bytes": pw.payload_bytes, "value": None, "unit": "GB/s",
                     "state": "did not complete", **fleet.noise("", []),
                     "provenance": {"phase": "pairwise", "record": "pairwise.record.json", "backend": pw.backend,
                                    "error": f.error, "partners": [nodes.label(x) for x in f.partners],
-                                   "carries": f.carries}})
+                                   "carries": f.carries, "completed_pairs": f.completed_pairs,
+                                   "from_round": f.from_round}})
     for k in fleet.kinds:
         if k.kind != "pairwise" or pw is None:
             continue

@@ -4,8 +4,9 @@
    pairwise record saved by an earlier run (``--pairs``);
 2. the read-only snapshot on the nodes it names (every node in a slow pair, plus the fastest node
    as a healthy reference for the version comparison), or on every node (``--snapshot-all``);
-3. one ranked list of suspect nodes with their evidence, the topology facts that can be read
-   (Slurm switches / blocks and features, address subnets), and an evidence bundle per suspect.
+3. one ranked list of suspect nodes with their evidence (the hunt's failing nodes first, as failing,
+   with the launcher's error), the topology facts that can be read (Slurm switches / blocks and
+   features, address subnets), and an evidence bundle per suspect.
 
 Everything lands in one run folder (``reports/raw-<name>-debug-nccl-<stamp>/``).
 """
@@ -17,7 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clustereval.analysis.nccl_debug import grouping_fact, rank_suspects, report_lines, subnet_groups
+from clustereval.analysis.nccl_debug import (
+    failing_from_pairs,
+    grouping_fact,
+    rank_suspects,
+    report_lines,
+    subnet_groups,
+)
 from clustereval.config import Config
 from clustereval.debug.evidence import write_node_bundle
 from clustereval.debug.snapshot import DEFAULT_SAMPLE_S, collect
@@ -25,9 +32,9 @@ from clustereval.errors import TransportError, UsageError
 from clustereval.phases.base import ProgressFn, RunContext
 from clustereval.phases.scratch import scratch_for
 from clustereval.probes.slurm_topology import parse_node_features, parse_topology
-from clustereval.records import to_dict
+from clustereval.records import from_dict, to_dict
 from clustereval.records.debug import NcclDebugRecord, TopologyFact
-from clustereval.records.network import PairResult
+from clustereval.records.network import FailingNode, PairResult
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Node, Transport
 from clustereval.transport.factory import make_transport, nodes_of, with_nodes
@@ -149,6 +156,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
         rec.payload_bytes = int(data.get("payload_bytes") or 0)
         stragglers = [str(s) for s in data.get("stragglers", [])]
         rec.stragglers = stragglers
+        rec.failing = failing_of(data, rec.pairs)
         rec.healthy_floor_gb_s = float(data.get("healthy_floor_gb_s") or 0.0)
         rec.limit_gb_s = float(data.get("limit_gb_s") or 0.0)
         rec.why_not_judged = str(data.get("why_not_judged") or "")
@@ -158,7 +166,8 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
 
         # 2. the snapshot on the nodes the hunt names, and a healthy reference
         by_name = {n.name: n for n in nodes}
-        named = list(dict.fromkeys(stragglers + [n for p in rec.pairs if p.slow for n in (p.a, p.b)]))
+        lost = [f.node for f in rec.failing]
+        named = list(dict.fromkeys(lost + stragglers + [n for p in rec.pairs if p.slow for n in (p.a, p.b)]))
         measured = {n for p in rec.pairs for n in (p.a, p.b)}
         means = {n: _mean([p.busbw_gb_s for p in rec.pairs if n in (p.a, p.b)]) for n in measured}
         healthy = sorted((n for n in measured if n not in named), key=lambda n: -means[n])
@@ -175,7 +184,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     concerns = {n: s.concerns for n, s in snaps.items() if s.concerns}
 
     # 3. rank, topology, evidence
-    rec.suspects = rank_suspects(rec.pairs, stragglers, concerns)
+    rec.suspects = rank_suspects(rec.pairs, stragglers, concerns, rec.failing)
     hostnames = {s.hostname: s.node for s in snaps.values() if s.hostname}
     names = {**hostnames, **{n.name.split(".")[0]: n.name for n in nodes}, **{n.name: n.name for n in nodes}}
     # Slurm's topology only where Slurm runs the nodes: over SSH, scontrol would only print its own error
@@ -193,6 +202,7 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
         verdict = [f"rank {s.rank}: {s.why}", f"mean busbw of all pairs {rec.mean_busbw_gb_s:.2f} GB/s"]
         verdict += [f"slow pair {p.a} + {p.b}: " + (f"{p.busbw_gb_s:.2f} GB/s" if p.busbw_gb_s is not None
                                                     else "did not complete") for p in s.slow_pairs]
+        verdict += [f"pair {p.a} + {p.b}: did not complete ({p.error or 'no result'})" for p in s.failed_pairs]
         archive = write_node_bundle(evidence_root, snap, verdict=verdict,
                                     extra={"pairs.json": json.dumps({"mean_busbw_gb_s": rec.mean_busbw_gb_s,
                                                                      "threshold_pct": rec.threshold_pct,
@@ -204,6 +214,14 @@ def _debug_nccl(config: Config, transport: Transport, nodes: list[Node] | None, 
     store.save_record("debug-nccl", rec)
     store.write_raw("debug-nccl.txt", "\n".join(report_lines(rec)) + "\n")
     return rec, store
+
+
+def failing_of(data: dict, pairs: list[PairResult]) -> list[FailingNode]:
+    """The failing nodes a pairwise record lists; a record without the list (an older one, or a pairs
+    file written by hand) has them found again from its pairs by the hunt's rule."""
+    if isinstance(data.get("failing"), list):
+        return [from_dict(FailingNode, f) for f in data["failing"] if isinstance(f, dict) and f.get("node")]
+    return failing_from_pairs(pairs)
 
 
 def _mean(values: list[float | None]) -> float:

@@ -10,7 +10,9 @@ phases call.
 
 A pair whose job fails gives no sample: its nodes are never slow on that evidence. A node that
 completed no pair is a failing node (``PairwiseRecord.failing``, with the launcher's error, and the
-phase is partial: exit 1); with a partner that completed another pair the failure is its own. A
+phase is partial: exit 1); with a partner that completed another pair the failure is its own. So is
+a node that completed pairs and failed every one after (lost mid-hunt) while its partners went on
+completing pairs: failing from the round it stopped, with how many pairs it completed. A
 round of several pairs whose pairs did not all pass its gate together (one never came, or the gate
 could not be reached) gets a ``pairwise.round-ungated`` Gap, and its ungated pairs are neither a
 healthy reference nor evidence of a slow pair (``analysis.stragglers`` says the rule).
@@ -146,7 +148,8 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
     ran), so a record of an older run is judged as it was."""
     threshold_pct, phase = rec.threshold_pct, rec.phase
     samples_by_pair = {st.key(r.a, r.b): st.Sampled(tuple(r.samples_gb_s), gated=not r.ungated) for r in results}
-    verdict = st.judge(samples_by_pair, threshold_pct, half_gated=stragglers is None)
+    rounds = {st.key(r.a, r.b): r.round for r in results}
+    verdict = st.judge(samples_by_pair, threshold_pct, half_gated=stragglers is None, rounds=rounds)
     rec.mean_busbw_gb_s = round(verdict.mean_busbw_gb_s, 6)
     rec.judged, rec.why_not_judged = verdict.judged, verdict.why_not_judged
     rec.healthy_pairs, rec.healthy_samples = verdict.healthy_pairs, verdict.healthy_samples
@@ -163,12 +166,11 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
                     for s in verdict.suspects]
     rec.stragglers = list(stragglers) if stragglers is not None else verdict.stragglers
     order = {n: i for i, n in enumerate(names)}
-    first_error: dict[str, str] = {}
-    for r in rec.pairs:
-        if r.busbw_gb_s is None:
-            first_error.setdefault(r.a, r.error)
-            first_error.setdefault(r.b, r.error)
-    rec.failing = [FailingNode(node=f.node, error=first_error.get(f.node, ""), carries=f.carries,
+    by_pair = {st.key(r.a, r.b): r for r in rec.pairs}
+    # the error of its first failed pair (from the round it stopped), as the launcher gave it
+    rec.failing = [FailingNode(node=f.node, error=next((by_pair[k].error for k in sorted(
+                                   f.failed_pairs, key=lambda k: (by_pair[k].round, k)) if k in by_pair), ""),
+                               carries=f.carries, completed_pairs=f.completed_pairs, from_round=f.from_round,
                                partners=sorted((b if a == f.node else a for a, b in f.failed_pairs),
                                                key=lambda x: order.get(x, len(order))))
                    for f in verdict.failing]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clustereval.records import PhaseRecord
-from clustereval.records.network import PairResult
+from clustereval.records.network import FailingNode, PairResult
 from clustereval.records.scratch import ScratchMove
 from clustereval.records.snapshot import Signal, SnapshotRecord
 from clustereval.records.storage import MountScan
@@ -17,6 +17,9 @@ class SuspectNode:
     node: str
     rank: int  # 1 = most likely
     straggler: bool = False  # named by the pairwise hunt itself
+    failing: bool = False  # a failing node of the hunt (completed no pair, or none from a round on): listed first
+    error: str = ""  # a failing node's launcher error, as the hunt recorded it
+    failed_pairs: list[PairResult] = field(default_factory=list)  # a failing node's pairs that did not complete
     slow_pairs: list[PairResult] = field(default_factory=list)
     num_pairs: int = 0  # pairs this node was measured in
     concerns: list[Signal] = field(default_factory=list)  # the snapshot's CONCERN lines on this node
@@ -42,6 +45,7 @@ class NcclDebugRecord(PhaseRecord):
     limit_gb_s: float = 0.0  # a pair is slow when even its fastest sample is below this
     why_not_judged: str = ""  # why the hunt named no node (too few pairs completed)
     stragglers: list[str] = field(default_factory=list)  # the nodes the hunt named
+    failing: list[FailingNode] = field(default_factory=list)  # the hunt's failing nodes (never ranked by a figure)
     pairs: list[PairResult] = field(default_factory=list)
     suspects: list[SuspectNode] = field(default_factory=list)
     topology: list[TopologyFact] = field(default_factory=list)

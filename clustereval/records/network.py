@@ -235,15 +235,18 @@ class NodeSuspect:
 
 @dataclass
 class FailingNode:
-    """A node of the pairwise hunt that completed no pair: failing, with the launcher's error, never a
-    straggler (a node is named slow on samples only)."""
+    """A node of the pairwise hunt that completed no pair, or none from a round on while its partners
+    went on (``analysis.stragglers.failing_nodes``): failing, with the launcher's error, never a
+    straggler on its failed pairs (a node is named slow on samples only)."""
 
     node: str
-    error: str  # the error of its first failed pair, as the launcher gave it
-    partners: list[str] = field(default_factory=list)  # the partners of its failed pairs
-    # a partner completed another pair, so the failure is this node's; False: no partner completed one
-    # either, so which node of the pair failed is not known
+    error: str  # the error of its first failed pair (from the round it stopped), as the launcher gave it
+    partners: list[str] = field(default_factory=list)  # the partners of its failed pairs (from that round)
+    # a partner completed another pair (from that round on), so the failure is this node's; False: no
+    # partner completed one either, so which node of the pair failed is not known
     carries: bool = True
+    completed_pairs: int = 0  # the pairs it completed before it stopped (0: it completed none)
+    from_round: int = 0  # the round it stopped in: its first failed pair's (0: not known, an older record)
 
 
 @dataclass
@@ -267,7 +270,7 @@ class PairwiseRecord(PhaseRecord):
     rendezvous: RendezvousPlan | None = None  # the run's plan every pair's job used
     suspects: list[NodeSuspect] = field(default_factory=list)  # most slow pairs first
     stragglers: list[str] = field(default_factory=list)  # nodes named as stragglers
-    failing: list[FailingNode] = field(default_factory=list)  # nodes that completed no pair (not stragglers)
+    failing: list[FailingNode] = field(default_factory=list)  # nodes that completed no pair, or none from a round on
     unresolved: list[str] = field(default_factory=list)  # screened suspects the round budget left unconfirmed
     heatmap: str = ""  # raw-folder path of a pair-matrix PNG drawn by the run (older runs; the report draws it now)
     wall_seconds: float = 0.0

@@ -14,7 +14,6 @@ from clustereval.records import Finding, Gap
 from clustereval.records.network import (
     AllreduceRecord,
     ConnectivityRecord,
-    FailingNode,
     NcclDebugInfo,
     PairwiseRecord,
     Sweep,
@@ -33,6 +32,8 @@ from clustereval.report.fold import (
 from clustereval.report.gaps.common import raw_output
 from clustereval.report.markdown import Document
 from clustereval.report.network_plots import pairwise_png, sweep_plot_path, sweeps_png
+from clustereval.report.pairwise_nodes import gbps, render_failing, render_unresolved
+from clustereval.report.pairwise_nodes import pairwise_lines as pairwise_lines
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
 from clustereval.report.units import iec_precise
 
@@ -42,11 +43,6 @@ WHO = {"platform": "the platform's environment (the container image or the clust
 PAIRWISE_CRITERIA = "a slow pair, or a pair with a node named a straggler or named slow by the fleet-relative verdict"
 INTRA_CRITERIA = (f"a node more than {an.NODE_SLOW_PCT:g}% below the node median, named slow by the fleet-relative "
                   "verdict, or without a figure")
-
-
-def gbps(v: float) -> str:
-    """Two decimals; small values (gloo on CPU) keep four so they do not print as 0.00."""
-    return f"{v:_.2f}" if v >= 1 or v == 0 else f"{v:.4f}"
 
 
 def _tool(view: RunView, name: str) -> str:
@@ -231,7 +227,7 @@ def _pairwise_item(view: RunView, pw: PairwiseRecord, *, after_sweep: bool) -> s
             f"every sample of its pairs is more than {pw.threshold_pct:g}% below the slowest sample of the pairs "
             "between the other nodes, so the healthy pairs' own spread sets the bar; a pair that did not complete, "
             "or that took its samples without the rest of its round, is neither slow nor fast, and a node that "
-            "completed no pair is failing, not slow.")
+            "completed no pair, or none from a round on while its partners went on, is failing, not slow.")
 
 
 def _nvls_paragraph(env, ar: AllreduceRecord | None) -> str:
@@ -513,7 +509,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
         doc.para("Pairs that did not complete (counted neither slow nor fast): "
                  + "; ".join(f"{node_label(view, p.a)} + {node_label(view, p.b)} ({raw_output(p.error, 'no result')})"
                              for p in failed) + ".")
-    _failing(view, doc, pw, out)
+    render_failing(doc, pw, out.findings, lambda x: node_label(view, x))
     if pw.stragglers:
         doc.para("Stragglers (every sample of their pairs below the limit): "
                  + ", ".join(f"`{node_label(view, s)}`" for s in pw.stragglers) + ".")
@@ -533,7 +529,7 @@ def _pairwise(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResu
     elif slow:
         doc.para("No node has all its pairs slow, so the slow pairs point at links between those nodes rather "
                  "than at one node.")
-    _unresolved(view, doc, pw)
+    render_unresolved(doc, pw, lambda x: node_label(view, x))
     if pw.why_not_judged:
         who = f"; {', '.join(node_label(view, x) for x in pw.not_joined)} joined no pair" if pw.not_joined else ""
         out.findings.append(Finding("underperforming", "torchrun",
@@ -571,63 +567,3 @@ def _launcher_findings(conn, ar, out: SectionResult) -> None:
         seen.add(why)
         out.findings.append(Finding("underperforming", "torchrun",
                                     f"the {what} did not start or finish on {', '.join(info.nodes)}: {why}"))
-
-
-def _failing_reason(view: RunView, f: FailingNode) -> str:
-    partners = ", ".join(f"`{node_label(view, x)}`" for x in f.partners)
-    if f.carries and len(f.partners) == 1:
-        return f"its partner {partners} completed another pair, so the failure is its own"
-    if f.carries:
-        return f"of its partners {partners} at least one completed another pair, so the failure is its own"
-    return f"neither it nor {partners} completed a pair, so which node of the pair failed is not known"
-
-
-def _failing(view: RunView, doc: Document, pw: PairwiseRecord, out: SectionResult) -> None:
-    """Nodes that completed no pair: failing, with the launcher's error, never stragglers (named slow on
-    samples only)."""
-    if not pw.failing:
-        return
-    doc.para("Nodes that did not complete a pair (failing, not slow: no sample judged them): "
-             + "; ".join(f"`{node_label(view, f.node)}` ({raw_output(f.error, 'no result')}; "
-                         f"{_failing_reason(view, f)})" for f in pw.failing) + ".")
-    for f in pw.failing:
-        out.findings.append(Finding(
-            "underperforming", "torchrun",
-            f"`{node_label(view, f.node)}` did not complete a pair of the pairwise hunt "
-            f"({raw_output(f.error, 'no result')}; {_failing_reason(view, f)}): it is failing, not a straggler"))
-
-
-def _unresolved(view: RunView, doc: Document, pw: PairwiseRecord) -> None:
-    """Suspects of the screening round that the hunt's round budget left unconfirmed: neither named nor cleared."""
-    if pw.unresolved:
-        doc.para(f"The hunt stopped at its budget of {plural(pw.num_rounds, 'round')}; "
-                 f"{plural(len(pw.unresolved), 'node')} it suspected were neither named nor cleared (too few nodes "
-                 "seen fast to pair them with): " + ", ".join(f"`{node_label(view, s)}`" for s in pw.unresolved) + ".")
-
-
-def pairwise_lines(pw: PairwiseRecord) -> list[str]:
-    """What `clustereval pairwise` prints: every pair, the bar, the ranked nodes, the stragglers."""
-    lines = [f"{iec_precise(pw.payload_bytes)} all-reduce, {pw.ranks_per_node * 2} ranks per pair ({pw.backend}), "
-             f"{len(pw.pairs)} pairs in {pw.num_rounds} rounds, {pw.samples_per_pair} samples per pair"]
-    if pw.judged and pw.healthy_samples:
-        lines.append(f"healthy pairs: median {gbps(pw.healthy_median_gb_s)} GBps, slowest sample "
-                     f"{gbps(pw.healthy_floor_gb_s)} GBps; slow below {gbps(pw.limit_gb_s)} GBps")
-    elif pw.why_not_judged:
-        lines.append(f"not judged: {pw.why_not_judged}")
-    for p in sorted(pw.pairs, key=lambda p: (p.busbw_gb_s is None, p.busbw_gb_s or 0.0)):
-        if p.busbw_gb_s is None:
-            lines.append(f"  {p.a} + {p.b}: failed ({p.error})")
-            continue
-        samples = p.samples_gb_s or [p.busbw_gb_s]
-        lines.append(f"  {p.a} + {p.b}: {gbps(p.busbw_gb_s)} GBps (samples {gbps(min(samples))}–{gbps(max(samples))})"
-                     f"{'  SLOW' if p.slow else '  not compared: sampled without its round' if p.ungated else ''}")
-    for s in pw.suspects:
-        if s.slow_pairs:
-            lines.append(f"  {s.node}: {s.slow_pairs} of {s.pairs} pairs slow")
-    lines.append("stragglers: " + (", ".join(pw.stragglers) if pw.stragglers else "none named"))
-    for f in pw.failing:
-        lines.append(f"did not complete a pair (failing, not slow): {f.node} ({f.error or 'no result'}; "
-                     + ("a partner completed another pair)" if f.carries else "which node of the pair failed is not known)"))
-    if pw.unresolved:
-        lines.append(f"unresolved at the {pw.num_rounds}-round budget: " + ", ".join(pw.unresolved))
-    return lines
