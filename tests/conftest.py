@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -61,8 +57,7 @@ def has_gpu() -> bool:
 THIS_HOST_PORT_MODULES = frozenset({"test_e2e", "test_evalpython", "test_network_local", "test_readme",
                                     "test_sigterm", "test_targets"})
 THIS_HOST_PORTS = "this-host-rdzv-ports"
-BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke", "four_node_pairwise",
-                          "four_node_bare_interrupted"})
+BED_FIXTURES = frozenset({"netns_cluster", "cluster3", "slurm_cluster", "four_node_smoke", "four_node_pairwise"})
 
 
 def _shared_fixtures(item) -> list[str]:
@@ -370,108 +365,3 @@ def four_node_pairwise(tmp_path_factory):
         cluster.close()
     return bed
 
-
-
-def leftover_files(*roots: Path) -> list[str]:
-    """Files under the scratch roots that are not in a trash folder."""
-    left = []
-    for root in roots:
-        for path in root.rglob("*") if root.exists() else []:
-            if path.is_file() and "trash" not in path.relative_to(root).parts and "cluster-eval-" in str(path):
-                left.append(str(path))
-    return left
-
-
-BARE_NODE_TOOLS = ("ibstat", "rdma", "nvidia-smi", "dcgmi")  # on no node of ``four_node_bare_interrupted``
-BARE_SLOW_MBIT = 100  # node2's link there
-BARE_PHASES = "environment,connectivity,allreduce,pairwise,storage"
-
-
-@dataclass
-class InterruptedRun:
-    """What ``four_node_bare_interrupted`` saw, read after the bed is gone. The run folder is
-    rewritten in place by the resume, so what a test reads of the interrupted run was taken before."""
-
-    names: list[str]  # the nodes' names, node0 first
-    slow: str  # node2, whose link was held to BARE_SLOW_MBIT
-    node3_tools: dict[str, str]  # `command -v TOOL || echo none` on node3 over SSH, by tool
-    output: str  # the interrupted run's stdout and stderr
-    returncode: int | None
-    run_dir: Path | None
-    report: Path | None
-    report_interrupted: str = ""
-    left_interrupted: list[str] = field(default_factory=list)  # leftover_files over every scratch root
-    state_interrupted: dict = field(default_factory=dict)  # state.json's outcomes
-    resume: subprocess.CompletedProcess | None = None
-    state_resumed: dict = field(default_factory=dict)
-    report_resumed: str = ""
-    lint_resumed: subprocess.CompletedProcess | None = None
-    pairwise: dict = field(default_factory=dict)  # pairwise.record.json after the resume
-    again: subprocess.CompletedProcess | None = None  # a second --resume: nothing left to run
-    other_profile: subprocess.CompletedProcess | None = None  # --resume with --profile quick
-
-
-@pytest.fixture(scope="session")
-def four_node_bare_interrupted(tmp_path_factory):
-    """One 4-node SSH smoke run (one gloo rank a node) on bare nodes, stopped by Ctrl-C and resumed:
-    no node has ``ibstat``, ``rdma``, ``nvidia-smi`` or ``dcgmi``, node3 has no ``fio``, node2's link
-    is held to ``BARE_SLOW_MBIT`` both ways, PATH's python3 has no torch (eval_python a venv). The run
-    (``BARE_PHASES``) gets SIGINT when the inter-node all-reduce starts, then ``--resume`` finishes
-    it, then ``--resume`` again (nothing to do) and ``--resume --profile quick`` (refused).
-
-    Read by the test of a run on bare nodes (test_env_matrix.py) and the test of Ctrl-C during the
-    4-node all-reduce (test_e2e.py): the bare nodes change what the environment finds and what the
-    pairwise hunt names, the interruption where the run stops and what the resume runs again; each
-    test asserts its own half. The whole run is the expensive part, so it runs once per session."""
-    from tests.testbed import NetnsCluster, unavailable_reason
-
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    folder = tmp_path_factory.mktemp("bare")
-    cluster = NetnsCluster.create(4, cpu_ranks_per_node=1)
-    try:
-        node_python, eval_python = python_without_and_with_torch(cluster.workdir)
-        common = path_without(folder / "bin", *BARE_NODE_TOOLS)
-        no_fio = path_without(folder / "bin-no-fio", *BARE_NODE_TOOLS, "fio")
-        cluster.set_node_env(python_dir=str(node_python.parent), paths={0: common, 1: common, 2: common, 3: no_fio})
-        node3_tools = {tool: subprocess.run(cluster.ssh_argv(3, f"command -v {tool} || echo none"), capture_output=True,
-                                            text=True, timeout=120).stdout for tool in (*BARE_NODE_TOOLS, "fio")}
-        config = cluster.write_config(eval_python=str(eval_python), rdzv_port=20000 + cluster.ssh_port % 9000)
-        cluster.shape(2, rate_mbit=BARE_SLOW_MBIT)
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(config), "--profile",
-                                 "smoke", "--phases", BARE_PHASES], cwd=cluster.workdir, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("[allreduce] start"):
-                proc.send_signal(signal.SIGINT)
-                break
-        output = "".join(lines) + proc.communicate(timeout=600)[0]
-        found = re.search(r"run folder: (\S+)", output)
-        reports = sorted((cluster.workdir / "reports").glob("*.md"))
-        run = InterruptedRun([n.name for n in cluster.nodes], cluster.nodes[2].name, node3_tools, output,
-                             proc.returncode, Path(found.group(1)) if found else None,
-                             reports[0] if len(reports) == 1 else None)
-        if run.run_dir is None or run.report is None:  # nothing more to run: the tests say why from the output
-            yield run
-            return
-        roots = [cluster.node_scratch_dir(i) for i in range(len(cluster.nodes))] + [cluster.shared_dir]
-        run.report_interrupted = run.report.read_text()
-        run.left_interrupted = leftover_files(*roots)
-        run.state_interrupted = json.loads((run.run_dir / "state.json").read_text())["outcomes"]
-        run.resume = run_cli("run", "--resume", str(run.run_dir), cwd=cluster.workdir, timeout=2000)
-        run.state_resumed = json.loads((run.run_dir / "state.json").read_text())["outcomes"]
-        run.report_resumed = run.report.read_text()
-        run.lint_resumed = run_cli("lint", str(run.report))
-        pairwise = run.run_dir / "pairwise.record.json"
-        run.pairwise = json.loads(pairwise.read_text()) if pairwise.exists() else {}
-        run.again = run_cli("run", "--resume", str(run.run_dir), cwd=cluster.workdir, timeout=300)
-        run.other_profile = run_cli("run", "--resume", str(run.run_dir), "--profile", "quick", cwd=cluster.workdir,
-                                    timeout=300)
-        yield run
-    finally:
-        cluster.close()

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.conftest import leftover_files as _leftover_files
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +24,16 @@ pytestmark = pytest.mark.slow
 def _report(cwd: Path) -> Path:
     (report,) = sorted((cwd / "reports").glob("*.md"))
     return report
+
+
+def _leftover_files(*roots: Path) -> list[str]:
+    """Files under the scratch roots that are not in a trash folder."""
+    left = []
+    for root in roots:
+        for path in root.rglob("*") if root.exists() else []:
+            if path.is_file() and "trash" not in path.relative_to(root).parts and "cluster-eval-" in str(path):
+                left.append(str(path))
+    return left
 
 
 @pytest.mark.timeout(3000)  # the session's README run may start here: a torch wheel into a new venv, then the pipeline
@@ -114,32 +123,44 @@ def test_the_four_node_runs_gaps_are_facts_that_clustereval_report_words_again(f
     assert (copy / report.name).read_text() == report.read_text()
 
 
-@pytest.mark.timeout(2400)  # the session's bare 4-node run may start here
-def test_ctrl_c_during_the_four_node_all_reduce_then_resume(four_node_bare_interrupted):
+@pytest.mark.timeout(1500)
+def test_ctrl_c_during_the_four_node_all_reduce_then_resume(netns_cluster):
     # one gloo rank per node: the interrupted job is the inter-node one either way, and the session's
-    # uninterrupted 4-node run covers two ranks per node. The phases around the interrupted job: one
-    # before it that must not run again, the job's own phase and the ones after it that must (the
-    # run is the session's bare 4-node one, whose nodes lack tools the interruption does not meet)
-    run = four_node_bare_interrupted
-    out = run.output
-    assert run.returncode == 130, out[-3000:]
-    assert run.run_dir is not None and run.report is not None, out[-3000:]
-    assert "interrupted" in run.report_interrupted
-    assert run.left_interrupted == []
-    before = run.state_interrupted
+    # uninterrupted 4-node run covers two ranks per node
+    cluster = netns_cluster(4, cpu_ranks_per_node=1)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # the phases around the interrupted job: one before it that must not run again, the job's own
+    # phase and one after it that must (pairwise adds launches, not a case)
+    proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(cluster.config_path),
+                             "--profile", "smoke", "--phases", "environment,connectivity,allreduce,storage"],
+                            cwd=cluster.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[allreduce] start"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=600)[0]
+    assert proc.returncode == 130, out[-3000:]
+    run_dir = Path(re.search(r"run folder: (\S+)", out).group(1))
+    report = _report(cluster.workdir)
+    assert "interrupted" in report.read_text()
+    assert _leftover_files(*_scratch_roots(cluster)) == []
+    before = json.loads((run_dir / "state.json").read_text())["outcomes"]
     assert before["connectivity"]["status"] == "ok" and "storage" not in before
-    res = run.resume
+    res = run_cli("run", "--resume", str(run_dir), cwd=cluster.workdir, timeout=1000)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     ran = re.findall(r"^\[(\w+)\] start", res.stderr, re.MULTILINE)
     assert ran[0] == "preflight" and "connectivity" not in ran and "environment" not in ran
     assert "allreduce" in ran and "storage" in ran
-    after = run.state_resumed
+    after = json.loads((run_dir / "state.json").read_text())["outcomes"]
     assert all(o["status"] in ("ok", "skipped") for o in after.values()), after
-    assert run.lint_resumed.returncode == 0
-    again = run.again
+    assert run_cli("lint", str(report)).returncode == 0
+    again = run_cli("run", "--resume", str(run_dir), cwd=cluster.workdir, timeout=300)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
     assert "[preflight] start" not in again.stderr
-    other = run.other_profile
+    other = run_cli("run", "--resume", str(run_dir), "--profile", "quick", cwd=cluster.workdir, timeout=300)
     assert other.returncode == 2 and "--profile quick cannot apply" in other.stderr
 
 

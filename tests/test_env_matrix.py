@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BARE_NODE_TOOLS, python_without_and_with_torch, run_cli
+from tests.conftest import python_without_and_with_torch, run_cli
 from tests.test_evalpython_cache import find_links, node_wheels
 
 
@@ -83,27 +83,41 @@ def test_the_bed_interpreters_differ_in_torch_alone(tmp_path):
     assert subprocess.run([str(eval_python), "-c", "import torch"], capture_output=True).returncode == 0
 
 
-@pytest.mark.timeout(2400)  # the session's bare 4-node run may start here
-def test_four_nodes_without_rdma_or_nvidia_tools_one_without_fio_and_one_rate_limited(four_node_bare_interrupted):
+NO_TOOLS = ("ibstat", "rdma", "nvidia-smi", "dcgmi")
+
+
+@pytest.mark.timeout(2400)
+def test_four_nodes_without_rdma_or_nvidia_tools_one_without_fio_and_one_rate_limited(netns_cluster, tmp_path):
     """No node has ``ibstat``, ``rdma``, ``nvidia-smi`` or ``dcgmi``; node3 has no ``fio`` (the scans
     run on node0, every node writes at once with its own tools, so nothing is missing); node2's link
     is rate-limited; PATH's python3 has no torch (eval_python a venv). Every phase ends ok, the
-    pairwise hunt names node2 alone, the run exits 0 and its report is lint-clean. The run is the
-    session's bare 4-node one: stopped by Ctrl-C in the all-reduce, so it is the resume that
-    finishes it (the environment phase ran before the stop, the pairwise hunt and storage after)."""
-    run = four_node_bare_interrupted
-    for tool in (*BARE_NODE_TOOLS, "fio"):  # the bed is what it claims
-        assert run.node3_tools[tool].strip() == "none", (tool, run.node3_tools[tool])
-    res = run.resume
-    assert res is not None, run.output[-4000:]
+    pairwise hunt names node2 alone, the run exits 0 and its report is lint-clean."""
+    cluster = netns_cluster(4, cpu_ranks_per_node=1)
+    node_python, eval_python = python_without_and_with_torch(cluster.workdir)
+    from tests.conftest import path_without
+
+    common = path_without(tmp_path / "bin", *NO_TOOLS)
+    no_fio = path_without(tmp_path / "bin-no-fio", *NO_TOOLS, "fio")
+    cluster.set_node_env(python_dir=str(node_python.parent), paths={0: common, 1: common, 2: common, 3: no_fio})
+    for tool in (*NO_TOOLS, "fio"):  # the bed is what it claims
+        probe = subprocess.run(cluster.ssh_argv(3, f"command -v {tool} || echo none"), capture_output=True, text=True,
+                               timeout=120)
+        assert probe.stdout.strip() == "none", (tool, probe.stdout)
+    config = cluster.write_config(eval_python=str(eval_python), rdzv_port=20000 + cluster.ssh_port % 9000)
+    slow = cluster.nodes[2]
+    cluster.shape(2, rate_mbit=100)
+    res = run_cli("run", "--config", str(config), "--profile", "smoke", "--phases", "environment,pairwise,storage",
+                  cwd=cluster.workdir, timeout=2000)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-4000:]
-    lint = run.lint_resumed
+    report = _report(cluster.workdir)
+    lint = run_cli("lint", str(report))
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    assert run.pairwise["stragglers"] == [run.slow], run.pairwise["pairs"]
-    state = run.state_resumed
+    pairwise = _record(report, "pairwise")
+    assert pairwise["stragglers"] == [slow.name], pairwise["pairs"]
+    state = json.loads((report.parent / f"raw-{report.stem}" / "state.json").read_text())["outcomes"]
     assert all(state[p]["status"] == "ok" for p in ("environment", "pairwise", "storage")), state
-    assert f"{run.slow}(node2)" in run.report_resumed.split("### Pairwise all-reduce benchmark")[1]
+    assert f"{slow.name}(node2)" in report.read_text().split("### Pairwise all-reduce benchmark")[1]
 
 
 @pytest.mark.timeout(900)
