@@ -6,6 +6,9 @@ report and the console make of it. Real runs over the local transport, two nodes
 from __future__ import annotations
 
 import io
+import json
+import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -14,7 +17,7 @@ from clustereval.app import select_phases
 from clustereval.config import Config, HostEntry
 from clustereval.console import show_preflight
 from clustereval.phases.base import PhasesAhead, RunContext
-from clustereval.phases.preflight import PreflightPhase, across_nodes_not_run
+from clustereval.phases.preflight import across_nodes_not_run
 from clustereval.records import dumps, loads
 from clustereval.records.run import AcrossNodesNotRun, PreflightRecord
 from clustereval.report.lint import lint_text
@@ -23,6 +26,7 @@ from clustereval.runner import across_nodes, execute, phase_names, phases_ahead,
 from clustereval.store import PhaseOutcome, RunState, RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
+from tests.conftest import run_cli
 
 NETWORK = ["connectivity", "allreduce", "pairwise"]
 
@@ -71,7 +75,8 @@ def _ctx(tmp_path, num_nodes: int) -> RunContext:
     names = tuple(f"n{i}" for i in range(num_nodes))
     config = Config(name="t", access="local", nodes=names, hosts=tuple(HostEntry("127.0.0.1") for _ in names),
                     local_scratch=str(tmp_path / "scratch"), given=frozenset({"shared_paths"}),
-                    install_packages=False, rdzv_port=1)  # a port nothing can listen on: a check would fail
+                    install_packages=False, rdzv_port=1)  # two nodes of one machine cannot both listen on a port:
+    # the TCP check fails here whenever it runs, so a run that passes the gate did not run it
     store = RunStore.create(tmp_path / "reports", "t")
     store.save_state(RunState(name="t", stamp="2026-12-04-0400Z", phases_planned=["preflight", "packages"]))
     return RunContext(config=config, transport=LocalTransport(), nodes=[Node(n, "127.0.0.1", i) for i, n in
@@ -130,3 +135,26 @@ def test_a_run_that_goes_on_to_a_phase_across_nodes_keeps_every_check(tmp_path):
     assert pre is not None and pre.across_nodes_not_run is None
     assert outcome.gate_failed and "tcp" in {p.kind for p in pre.probes}
     assert "connectivity" not in outcome.ran
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_four_node_run_of_the_environment_alone_runs_no_gloo_and_says_why(netns_cluster):
+    """`clustereval run --phases environment` over SSH on the 4-node bed: preflight checks every node
+    and nothing across them (no TCP check, no torchrun), the report's header says why, lint-clean."""
+    cluster = netns_cluster(4)
+    res = run_cli("run", "--config", str(cluster.config_path), "--profile", "smoke", "--phases", "environment",
+                  cwd=cluster.workdir, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    report = Path(re.search(r"report: (\S+)", res.stdout).group(1))
+    raw = report.parent / f"raw-{report.stem}"
+    pre = json.loads((raw / "preflight.record.json").read_text())
+    assert pre["passed"] and {p["kind"] for p in pre["probes"]} == {"ssh", "torch"}, pre["probes"]
+    assert pre["across_nodes_not_run"] == {"phases": ["environment"], "across_nodes": NETWORK, "resume": False}
+    assert not list(raw.glob("preflight/gloo-*")) and not list(raw.glob("**/preflight-gloo*"))
+    assert "CPU gloo all-reduce" not in res.stderr  # the progress line of the launch never came
+    text = report.read_text()
+    assert ("- Checks across nodes in preflight (TCP between the nodes, a CPU all-reduce through gloo): not run, "
+            "as no phase of this run starts a job across nodes (it ran the environment inventory; the connectivity "
+            "test, the all-reduce benchmarks and the pairwise all-reduce benchmark do)") in text.splitlines()
+    assert run_cli("lint", str(report)).returncode == 0
