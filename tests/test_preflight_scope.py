@@ -126,6 +126,21 @@ def test_the_resumed_wording_names_what_the_resume_ran_again():
                     "environment inventory and the storage benchmarks again; the pairwise all-reduce benchmark does)")
 
 
+def test_a_resume_that_adds_a_phase_across_nodes_runs_the_checks_the_first_attempt_left_out(tmp_path):
+    """A run of packages alone, then ``--resume --phases packages,connectivity`` of its folder: the
+    resume's preflight runs the TCP check (failing here, as every check across these two nodes does)."""
+    ctx = _ctx(tmp_path, 2)
+    execute(ctx, ["preflight", "packages"])
+    first = ctx.store.load_record("preflight", PreflightRecord)
+    assert first is not None and first.passed and first.across_nodes_not_run is not None
+    again = RunContext(config=ctx.config, transport=ctx.transport, nodes=ctx.nodes, store=ctx.store)
+    outcome = execute(again, ["preflight", "packages", "connectivity"])
+    assert again.ahead is not None and again.ahead.resume and again.ahead.phases == ("connectivity",)
+    pre = ctx.store.load_record("preflight", PreflightRecord)
+    assert pre is not None and pre.across_nodes_not_run is None and "tcp" in {p.kind for p in pre.probes}
+    assert outcome.gate_failed and outcome.ran == ["preflight"]
+
+
 def test_a_run_that_goes_on_to_a_phase_across_nodes_keeps_every_check(tmp_path):
     """The decision reaches preflight: a plan with connectivity runs the TCP check (which fails here,
     at port 1, before anything slow: the gate stops the run there)."""
