@@ -127,7 +127,8 @@ class Preflight:
             steps += [self._tcp, self._gloo]
         elif self.multi:
             item = next(c for c in rec.checklist if c.need == "SSH / launcher details")
-            item.value = item.value.replace("checked below", "not checked (no check across nodes in this preflight)")
+            item.value = item.value.replace("passwordless SSH between nodes checked below",
+                                            "passwordless SSH between nodes not checked (no check across nodes here)")
         for step in steps:
             if not step():
                 break
