@@ -23,6 +23,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID,
 from rich.text import Text
 
 from clustereval.report.gaps import say
+from clustereval.report.preflight import across_nodes_line
 from clustereval.report.units import fmt_duration
 
 
@@ -215,6 +216,8 @@ def show_preflight(record: Any, out: Console) -> None:
             probes.add_row(p.kind, escape(p.node), f"[{style}]{result}[/]" if style else result, escape(p.detail),
                            f"{p.seconds:.2f}")
         out.print(probes)
+    if getattr(record, "across_nodes_not_run", None) is not None:
+        out.print(across_nodes_line(record.across_nodes_not_run), markup=False)
     if record.rendezvous_fixes:
         for fix in record.rendezvous_fixes:
             out.print(f"rendezvous fix: {fix}", markup=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.errors import ClusterEvalError
-from clustereval.phases.base import Phase, RunContext
+from clustereval.phases.base import Phase, PhasesAhead, RunContext
 from clustereval.phases.scratch import scratch_for
 from clustereval.phases.settings import PROFILES, Profile, settings_for
 from clustereval.records import Gap, PhaseRecord
@@ -44,12 +44,29 @@ PHASES: dict[str, str] = {
 }
 
 
+def _phase_class(name: str) -> Any:
+    module, _, cls = PHASES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def load_phase(name: str, profile: Profile) -> Phase:
     """The phase, with its settings under ``profile`` (``phases/settings.py``) when it has any."""
-    module, _, cls = PHASES[name].partition(":")
-    phase_cls = getattr(importlib.import_module(module), cls)
+    phase_cls = _phase_class(name)
     settings = settings_for(name, profile)
     return phase_cls() if settings is None else phase_cls(settings)
+
+
+def across_nodes(names: list[str]) -> list[str]:
+    """The phases among ``names`` that start a job across nodes (their class says ``across_nodes = True``)."""
+    return [n for n in names if getattr(_phase_class(n), "across_nodes", False)]
+
+
+def phases_ahead(phases: list[str], state: RunState, gate: str) -> PhasesAhead:
+    """What this attempt goes on to after the gate: the planned phases it has left to run (on
+    ``--resume``, those not done), and which of them start a job across nodes."""
+    ahead = [p for p in phases if p != gate and not state.done(p)]
+    return PhasesAhead(phases=tuple(ahead), across_nodes=tuple(across_nodes(ahead)),
+                       every_across_nodes=tuple(across_nodes(list(PHASES))), resume=bool(state.outcomes))
 
 
 def phase_names() -> list[str]:
@@ -194,6 +211,8 @@ def execute(ctx: RunContext, phases: list[str], profile: Profile = PROFILES["sta
     state = store.load_state()
     outcome = RunOutcome(store=store)
     ctx.records.update(load_records(store))
+    if gate:
+        ctx.ahead = phases_ahead(phases, state, gate)
     for name in phases:
         if ctx.stop.is_set():
             outcome.interrupted = True

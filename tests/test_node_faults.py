@@ -146,7 +146,7 @@ def two_nodes_lost():
         cluster.close()
 
 
-@pytest.mark.timeout(1500)  # the shared run may start here: two runs with preflight's gloo check, loaded machine
+@pytest.mark.timeout(1500)  # the shared run may start here: a run and its resume on a loaded machine
 def test_node2_lost_during_storage_keeps_every_other_result(two_nodes_lost):
     run = two_nodes_lost
     out, names = run.out, run.names

@@ -2,7 +2,8 @@
 `clustereval lint` and checked sentence by sentence against its records (tests/reportcheck.py).
 
 The record sets are built with the real record classes, in the shapes the phases write them:
-1 node with 1, 2 and 8 GPUs; 2, 4 and 16 nodes; a dead GPU; a slow GPU confirmed in three passes;
+1 node with 1, 2 and 8 GPUs; 2, 4 and 16 nodes (also without the checks across nodes at preflight, in
+a run and in a resume); a dead GPU; a slow GPU confirmed in three passes;
 a node lost mid-phase; a failed and a partly failed pairwise round; a failed rendezvous; no
 shared filesystem; two shared mounts grouped and not grouped; a run interrupted during storage.
 """
@@ -30,7 +31,7 @@ from clustereval.records.network import (
     PairResult,
     PairwiseRecord,
 )
-from clustereval.records.run import EvalPythonRecord, NodeInfo, PreflightRecord
+from clustereval.records.run import AcrossNodesNotRun, EvalPythonRecord, NodeInfo, PreflightRecord
 from clustereval.records.storage import ConcurrentWrite, FioCell, MountScan, NodeWrite, StorageRecord
 from clustereval.report.render import RunView, render_report
 from tests import compute_records as cr
@@ -267,6 +268,20 @@ def one_gpu_no_shared() -> dict:
     return full_run(1, 1, shared=False)
 
 
+def nothing_across_nodes(resume: bool) -> dict:
+    """16 nodes, no phase after preflight that starts a job across nodes, so preflight left its checks
+    across nodes out: `--phases environment,storage`, or a resume of storage alone after every other
+    phase (the network ones too) had finished."""
+    rec = full_run(16, 8)
+    if not resume:
+        for phase in [p for p in rec if p not in ("preflight", "evalpython", "environment", "storage")]:
+            del rec[phase]
+    rec["preflight"].across_nodes_not_run = AcrossNodesNotRun(
+        phases=["storage"] if resume else ["environment", "storage"],
+        across_nodes=["connectivity", "allreduce", "pairwise"], resume=resume)
+    return rec
+
+
 MATRIX = {
     "1 node x 1 GPU": lambda: full_run(1, 1),
     "1 node x 2 GPUs": lambda: full_run(1, 2),
@@ -288,6 +303,8 @@ MATRIX = {
     "two shared mounts not grouped": lambda: grouped_mounts(False),
     "partial run": partial_run,
     "newest torch not installable": newest_torch_refused,
+    "16 nodes, no phase across nodes": lambda: nothing_across_nodes(False),
+    "16 nodes, a resume of storage alone": lambda: nothing_across_nodes(True),
     "slow PCIe, corrupt memory and a wrong answer": lambda: full_run(4, 8, gpupass={
         "slow_pcie": ((1, 2),), "corrupt": ((3, 7),), "wrong": ((0, 5),)}),
 }

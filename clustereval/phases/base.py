@@ -26,6 +26,23 @@ def _no_progress(phase: str, node: str, message: str, eta_s: float | None) -> No
     return None
 
 
+@dataclass(frozen=True)
+class PhasesAhead:
+    """What a run goes on to after preflight, decided by ``runner.execute`` from ``--phases``, ``skip``
+    and, on ``--resume``, what is left to run: preflight runs its checks across nodes (the TCP port
+    check and the CPU gloo all-reduce) only when one of these phases starts a job across nodes, or
+    when there is none at all (a run of preflight alone does what ``clustereval preflight`` does)."""
+
+    phases: tuple[str, ...]  # in run order, preflight not among them
+    across_nodes: tuple[str, ...]  # those of ``phases`` that start a job across nodes
+    every_across_nodes: tuple[str, ...]  # every phase that would (what the record names when none runs)
+    resume: bool = False  # a --resume: ``phases`` are what it runs again
+
+    @property
+    def checks_across_nodes(self) -> bool:
+        return bool(self.across_nodes) or not self.phases
+
+
 @dataclass
 class RunContext:
     """Everything a phase may use. Phases never print: they call ``progress``."""
@@ -56,6 +73,9 @@ class RunContext:
     launch_env: dict[str, dict[str, str]] = field(default_factory=dict)
     # phase -> clustereval's own error that ended it this attempt (state.json's "defect")
     defects: dict[str, str] = field(default_factory=dict)
+    # what the run goes on to after preflight (``runner.execute``); None outside a run (``clustereval
+    # preflight``, a phase run on its own): preflight then runs every check it has
+    ahead: PhasesAhead | None = None
 
     # ``repeatable``'s retrying wrapper over ``transport``, built on first use
     retrying: RetryingTransport | None = field(default=None, repr=False)
@@ -87,6 +107,8 @@ class RunContext:
 class Phase(Protocol):
     name: str  # record file name and --phases key
     title: str  # what the progress display shows
+    # a phase that starts a job across nodes (a torchrun launch over several nodes) says so with a class
+    # attribute ``across_nodes = True``: preflight's checks across nodes run only for a run that has one
 
     def applies(self, ctx: RunContext) -> bool:
         """Whether this phase runs on this cluster (pairwise needs >= 2 nodes)."""

@@ -57,6 +57,7 @@ def _interp_gaps(phase: str, res: LaunchResult) -> list[Gap]:
 class ConnectivityPhase:
     name = "connectivity"
     title = "Connectivity"
+    across_nodes = True  # with >= 2 nodes: one job over every node (preflight's checks across nodes gate it)
 
     def __init__(self, settings: NetworkSettings | None = None) -> None:
         self.settings = settings or NetworkSettings()
@@ -143,6 +144,7 @@ def sweep_from(res: LaunchResult, scope: str, backend: str, requested_max: int) 
 class AllreducePhase:
     name = "allreduce"
     title = "All-reduce"
+    across_nodes = True  # with >= 2 nodes: the inter-node sweep over every node
 
     def __init__(self, settings: NetworkSettings | None = None) -> None:
         self.settings = settings or NetworkSettings()

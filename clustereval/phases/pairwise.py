@@ -197,6 +197,7 @@ def judge_pairs(rec: PairwiseRecord, results: list[PairResult], names: list[str]
 class PairwisePhase:
     name = "pairwise"
     title = "Pairwise"
+    across_nodes = True  # every pair is a job over two nodes
 
     def __init__(self, settings: PairwiseSettings | None = None) -> None:
         self.settings = settings or PairwiseSettings()

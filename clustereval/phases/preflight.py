@@ -6,9 +6,11 @@
    the connect timeout, naming the node, its address:port and the cause.
 3. GPUs per node (``nvidia-smi -L`` when not configured), the scratch paths on every node, and the
    NCCL environment of rank 0 (platform values kept; ``NCCL_NVLS_ENABLE=2`` preset only when unset).
-4. With >= 2 nodes: passwordless SSH from the first node to the others (informational), TCP from
-   every node to the rendezvous endpoint, and a CPU gloo all-reduce, one process per node, through
-   torchrun with the rendezvous quirks fixed.
+4. With >= 2 nodes, the checks across nodes: passwordless SSH from the first node to the others
+   (informational), TCP from every node to the rendezvous endpoint, and a CPU gloo all-reduce, one
+   process per node, through torchrun with the rendezvous quirks fixed. A run none of whose phases
+   starts a job across nodes leaves them out (``across_nodes_not_run``: they would gate nothing);
+   ``clustereval preflight`` always runs them.
 
 ``record.passed`` gates the run.
 """
@@ -20,9 +22,9 @@ import threading
 import time
 from collections import Counter
 
-from clustereval.config import Config
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
+from clustereval.phases.preflight_checklist import checklist
 from clustereval.phases.settings import PreflightSettings
 from clustereval.phases.torchrun import decide_plan, launch, probe_nodes
 from clustereval.probes.preflight import (
@@ -36,7 +38,7 @@ from clustereval.probes.preflight import (
 )
 from clustereval.records import CommandResult, Gap
 from clustereval.records.network import RendezvousPlan
-from clustereval.records.run import ChecklistItem, NodeInfo, PreflightRecord, ProbeResult
+from clustereval.records.run import AcrossNodesNotRun, NodeInfo, PreflightRecord, ProbeResult
 from clustereval.report.units import short_list
 from clustereval.transport.base import Node, run_parallel
 
@@ -46,65 +48,6 @@ PHASE = "preflight"
 def _access_detail(ctx: RunContext) -> str:
     """kubectl: context, namespace and how the pods were chosen (the report's Access line names them)."""
     return ctx.transport.access_detail()
-
-
-def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
-    """The seed's "Ask now, not later" rows, from the config and the node list (GPUs may be
-    detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's."""
-    items: list[ChecklistItem] = []
-    names = [n.name for n in nodes] if nodes is not None else list(config.nodes)
-    multi = len(names) >= 2
-    exec_value = {"local": "local exec on this machine"}.get(config.access, transport_desc)
-    items.append(ChecklistItem("How to exec on a node", True, exec_value))
-    items.append(ChecklistItem("All node identities", bool(names), f"{len(names)}: {short_list(names)}",
-                               'list every node in cluster.toml: nodes = ["gpu-a", "gpu-b"]'))
-    if multi and config.access == "slurm":
-        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", True,
-                                   "the allocation's nodes and the address each reports (scontrol show hostnames)"))
-    elif multi:
-        known = len(config.hosts) == len(config.nodes)
-        value = (f"{config.hostfile} ({len(config.hosts)} addresses; rendezvous at {config.hosts[0].address})"
-                 if config.hosts else "")
-        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", known, value,
-                                   'one peer IP per line, then hostfile = "hostfile" in cluster.toml'))
-    else:
-        items.append(ChecklistItem("Hostfile (or equivalent) with peer IPs", True, "not needed for 1 node"))
-    if config.access == "ssh":
-        port = f"port {config.ssh.port}" if config.ssh.port is not None else "port from the ssh configuration"
-        user = f", user {config.ssh.user}" if config.ssh.user else ""
-        peers = "; passwordless SSH between nodes checked below" if multi else ""
-        items.append(ChecklistItem("SSH / launcher details", True, f"{port}{user}{peers}"))
-    elif config.access == "slurm":
-        items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
-                                   "the allocation is checked below"))
-    elif config.access == "kubectl":
-        items.append(ChecklistItem("SSH / launcher details", True, "kubectl exec into every pod (no SSH needed)"))
-    else:
-        items.append(ChecklistItem("SSH / launcher details", True, "not needed: local exec"))
-    if config.gpus_per_node is not None:
-        source = "hostfile slots" if "gpus_per_node" not in config.given else "cluster.toml"
-        items.append(ChecklistItem("GPUs per node", True, f"{config.gpus_per_node} ({source})"))
-    else:
-        items.append(ChecklistItem("GPUs per node", False, "", "detected with nvidia-smi -L on every node"))
-    shared_known = bool(config.shared_paths) or "shared_paths" in config.given or not multi
-    if config.shared_paths:
-        shared = f"shared {', '.join(config.shared_paths)}"
-    elif "shared_paths" in config.given:
-        shared = "no shared FS (cluster.toml says so)"
-    else:
-        shared = "no shared FS listed"
-    items.append(ChecklistItem("Local disk path + shared-FS path", shared_known,
-                               f"local {config.local_scratch}; {shared}",
-                               'list the shared mounts every node sees (find them with `df -hT`): shared_paths = '
-                               '["/data"], or shared_paths = [] when there is none'))
-    t = config.targets
-    targets = [f"{v:g} {unit}" for v, unit in ((t.gpu_bf16_tflops, "TFLOPS bf16"), (t.nvlink_uni_gb_s, "GB/s NVLink"),
-                                              (t.internode_busbw_gb_s, "GB/s inter-node busbw")) if v]
-    targets += [f"storage figures for {s.mount}" for s in t.storage]
-    items.append(ChecklistItem("Advertised uni bandwidth / official TFLOPS", bool(targets), "; ".join(targets),
-                               "optional: without them GPUs are judged against the spec database (an unlisted GPU, "
-                               "and storage, go under Needs operator input) ([targets] in cluster.toml)", required=False))
-    return items
 
 
 # Found, not imported: an import of torch takes seconds, and preflight stays fast.
@@ -128,9 +71,22 @@ class PreflightPhase:
         ctx.nccl_env = dict(record.final_env)
 
     def run(self, ctx: RunContext) -> PreflightRecord:
-        record = Preflight(ctx, self.settings).run()
+        not_run = across_nodes_not_run(ctx)
+        record = Preflight(ctx, self.settings).run(collective=not_run is None)
+        record.across_nodes_not_run = not_run
         self.restore(ctx, record)
         return record
+
+
+def across_nodes_not_run(ctx: RunContext) -> AcrossNodesNotRun | None:
+    """Why the checks across nodes are left out of this preflight, or None when they run: they run
+    with >= 2 nodes outside a run (``clustereval preflight``), and in a run that goes on to a phase
+    that starts a job across nodes, or to no phase at all (``ctx.ahead``, the runner's decision)."""
+    ahead = ctx.ahead
+    if len(ctx.nodes) < 2 or ahead is None or ahead.checks_across_nodes:
+        return None
+    return AcrossNodesNotRun(phases=list(ahead.phases), across_nodes=list(ahead.every_across_nodes),
+                             resume=ahead.resume)
 
 
 class Preflight:
@@ -169,6 +125,10 @@ class Preflight:
             steps.insert(0, self._allocation)
         if self.multi and collective:
             steps += [self._tcp, self._gloo]
+        elif self.multi:
+            item = next(c for c in rec.checklist if c.need == "SSH / launcher details")
+            item.value = item.value.replace("passwordless SSH between nodes checked below",
+                                            "passwordless SSH between nodes not checked (no check across nodes here)")
         for step in steps:
             if not step():
                 break

@@ -42,6 +42,17 @@ class NodeInfo:
 
 
 @dataclass
+class AcrossNodesNotRun:
+    """Why preflight ran without its checks across nodes (TCP from every node to every node's ports,
+    passwordless SSH between nodes, the CPU gloo all-reduce): none of ``phases``, what the run went on
+    to after preflight, starts a job across nodes, so the checks would have gated nothing."""
+
+    phases: list[str] = field(default_factory=list)  # the phases after preflight (a resume: those it ran again)
+    across_nodes: list[str] = field(default_factory=list)  # the phases that do start a job across nodes
+    resume: bool = False  # a --resume: the earlier attempts' phases and their results stand
+
+
+@dataclass
 class PreflightRecord(PhaseRecord):
     access: str = "local"
     access_detail: str = ""  # kubectl: context, namespace and how the pods were chosen (the report's Access line)
@@ -63,6 +74,8 @@ class PreflightRecord(PhaseRecord):
     gloo_deferred: bool = False
     gloo_after_eval_python: bool = False  # the gloo probes are from that deferred check
     rendezvous_probes: list[RendezvousProbe] = field(default_factory=list)
+    # >= 2 nodes and no phase of the run starts a job across nodes: the checks across nodes did not run
+    across_nodes_not_run: AcrossNodesNotRun | None = None
     missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
     gpu_bf16_target_tflops: float | None = None  # [targets] gpu_bf16_tflops: judges the GPUs instead of the spec database
 

@@ -19,6 +19,7 @@ from clustereval.analysis.specs import INTERNODE_TABLE_URL, NVLINK_TABLE_URL, lo
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
 from clustereval.report.fold import FOLD_NODES, folded_names
 from clustereval.report.markdown import Document
+from clustereval.report.preflight import across_nodes_line
 from clustereval.report.render import RunView, SectionResult
 from clustereval.report.units import iec, pcie_uni_gb_s, plural, span
 
@@ -187,6 +188,9 @@ def write_header(view: RunView, doc: Document) -> None:
     if asked_not:  # said, so a reader does not take a missing section for a pass that failed
         lines.append("Not asked for by the operator (`skip` in cluster.toml, or left out of `--phases`): "
                      + "; ".join(asked_not))
+    not_across = getattr(view.get("preflight"), "across_nodes_not_run", None)
+    if not_across is not None:  # said, so a reader does not take the checks for ones that passed
+        lines.append(across_nodes_line(not_across))
     if view.interrupted:
         lines.append("Status: the run was interrupted; the sections below hold what finished")
     doc.bullets(lines)
