@@ -173,3 +173,16 @@ def test_a_four_node_run_of_the_environment_alone_runs_no_gloo_and_says_why(netn
             "as no phase of this run starts a job across nodes (it ran the environment inventory; the connectivity "
             "test, the all-reduce benchmarks and the pairwise all-reduce benchmark do)") in text.splitlines()
     assert run_cli("lint", str(report)).returncode == 0
+
+
+def test_a_job_across_nodes_in_a_run_whose_preflight_left_the_checks_out_is_our_defect(tmp_path):
+    # a phase that launches across nodes without saying `across_nodes = True` would run ungated: the
+    # launch refuses before anything starts, and the runner records it as clustereval's own defect (exit 3)
+    from clustereval.phases.torchrun import launch
+
+    ctx = _ctx(tmp_path, 2)
+    ctx.ahead = PhasesAhead(phases=("environment",), across_nodes=(), every_across_nodes=tuple(NETWORK))
+    with pytest.raises(RuntimeError, match="must say `across_nodes = True`"):
+        launch(ctx, label="forgot", module="gloo_check", args=[], nodes=ctx.nodes, nproc=1, port=29500, timeout_s=5)
+    # a run whose preflight kept the checks launches across nodes as before: every bed run with a network
+    # phase (tests/test_e2e.py, tests/test_env_matrix.py) goes through this launch with ``ahead`` set

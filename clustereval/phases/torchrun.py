@@ -287,9 +287,13 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     """Run ``clustereval.workers.<module>`` on ``nodes`` x ``nproc`` ranks as one job; never raises for a
     failed job. ``plan``: the run's rendezvous plan (default: ``run_plan``); ``auto_fix=False`` launches
     without is_host / --local_addr / socket interfaces (to show what the plan fixes)."""
+    multi = len(nodes) >= 2
+    if multi and ctx.ahead is not None and not ctx.ahead.checks_across_nodes:
+        # preflight left its checks across nodes out because no phase of the run was to start such a job
+        raise RuntimeError(f"`{label}` starts a job across {len(nodes)} nodes in a run whose preflight left its "
+                           "checks across nodes out: the phase that launched it must say `across_nodes = True`")
     host = endpoint_host(nodes)
     endpoint = host_port(host, port)
-    multi = len(nodes) >= 2
     names = [n.name for n in nodes]
     if multi and plan is None and probes is not None:
         plan = decide_plan(ctx, nodes, probes)
