@@ -99,6 +99,11 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
         state = store.load_state()
         profile = state.profile
         todo = unfinished(state, phases)
+        if state.phases_planned and set(phases) - set(state.phases_planned):
+            # `--resume --phases` with a phase the run did not plan: it is asked for now, and the report
+            # must not list it among the passes the operator left out
+            state.phases_planned = [p for p in phase_names() if p in state.phases_planned or p in phases]
+            store.save_state(state)
         ui.note(f"resuming: preflight again, then {', '.join(todo) if todo else 'nothing else'}")
     else:
         profile = profile or "standard"

@@ -159,3 +159,25 @@ def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):
     assert other.returncode == 2 and "--profile quick cannot apply" in other.stderr
     same = run_cli("run", "--resume", raw, "--profile", "smoke", cwd=tmp_path, timeout=300)
     assert same.returncode == 0 and "nothing to resume" in same.stdout
+
+
+def test_a_resume_that_asks_for_a_phase_the_run_left_out_plans_it_and_the_report_no_longer_lists_it_as_not_asked(tmp_path):
+    (tmp_path / "scratch").mkdir()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{tmp_path / "scratch"}"\n'
+                   'install_packages = false\n')
+    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", "--phases", "environment", cwd=tmp_path,
+                  timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    raw = tmp_path / re.search(r"run folder: (\S+)", res.stderr).group(1)
+    report = tmp_path / re.search(r"report: (\S+)", res.stdout).group(1)
+    not_asked = next(line for line in report.read_text().splitlines() if line.startswith("- Not asked for"))
+    assert "the hardware health pass" in not_asked
+    again = run_cli("run", "--resume", str(raw), "--phases", "environment,health", cwd=tmp_path, timeout=300)
+    assert "[health] start" in again.stderr, again.stderr[-3000:]
+    state = json.loads((raw / "state.json").read_text())
+    assert "health" in state["phases_planned"] and "storage" not in state["phases_planned"]
+    text = report.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- Not asked for"))
+    assert "the hardware health pass" not in line and "the storage benchmarks" in line
+    assert run_cli("lint", str(report)).returncode == 0
