@@ -4,6 +4,7 @@ its first three passes. The real worker on CPU stand-in GPUs where it can run; t
 GPU that is slow in every pass, which a CPU cannot produce."""
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -13,8 +14,14 @@ from clustereval.phases.lemon import LemonPhase
 from clustereval.phases.matmul import MatmulPhase
 from clustereval.phases.settings import GpuSettings
 from tests import compute_records as cr
-from tests.test_compute_phases import fake_worker, make_ctx  # noqa: F401 - the fixture is used by name
+from tests.test_compute_phases import FAKE_WORKER, make_ctx, script
 from tests.test_report_matrix import full_run, passes, render
+
+
+@pytest.fixture
+def fake_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_STATE", str(tmp_path / "fake-state"))
+    return str(script(tmp_path / "fakepy", f'exec "{sys.executable}" "{FAKE_WORKER}" "$@"\n'))
 
 
 def with_passes(ctx, n: int):
