@@ -193,3 +193,21 @@ def test_two_passes_and_a_flagged_node_say_or_more():
     assert ("every GPU ran the MSMF shape in 2 passes or more (three on a node whose first pass flagged a GPU), "
             "each pass with every sibling computing.") in md
     assert "every GPU ran this matmul in 2 passes." in md
+
+
+@pytest.mark.parametrize("num_passes", [2, 3, 6, 20])
+def test_the_passes_words_lint_clean_for_every_count_with_a_dead_gpu_and_a_short_node(num_passes):
+    from clustereval.report.lint import lint_text
+    from tests.reportcheck import problems
+
+    full = [noisy_passes(8, num_passes, seed=i) for i in range(3)]
+    short = full[2][:1]  # a node whose later passes did not run (the phase stopped there)
+    dead = [{**p, 3: None} for p in full[1]]
+    records = full_run(3, 8, mm_passes=[full[0], dead, short], lemon_passes=[full[0], full[1], short],
+                       dead=((1, 3),), gpu_passes=num_passes)
+    md = render(records)
+    assert [f"[{p.rule}] line {p.line}: {p.message}" for p in lint_text(md)] == []
+    assert problems(md, records) == []
+    # 8 GPUs of the short node ran one pass; the dead GPU has no figure and is said as dead
+    assert f"15 of the 23 GPUs ran the MSMF shape in all {num_passes} passes" in md
+    assert f"16 of the 24 GPUs ran this matmul in all {num_passes} passes" in md
