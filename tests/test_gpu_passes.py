@@ -211,3 +211,16 @@ def test_the_passes_words_lint_clean_for_every_count_with_a_dead_gpu_and_a_short
     # 8 GPUs of the short node ran one pass; the dead GPU has no figure and is said as dead
     assert f"15 of the 23 GPUs ran the MSMF shape in all {num_passes} passes" in md
     assert f"16 of the 24 GPUs ran this matmul in all {num_passes} passes" in md
+
+
+def test_summary_json_carries_the_passes_and_every_pass_as_a_sample():
+    from clustereval.analysis.summary import build_summary
+    from clustereval.store import RunState
+
+    records = full_run(1, 8, mm_passes=[noisy_passes(8, 5)], lemon_passes=[noisy_passes(8, 5, seed=1)],
+                       gpu_passes=5)
+    s = build_summary(RunState(name="h200", stamp="2026-11-30-1938Z"), records, [], [])
+    assert s["verdict_policy"]["gpu_passes"] == 5
+    figs = {f["id"]: f for f in s["figures"]}
+    assert len(figs["msmf/node0/gpu3"]["samples"]) == 5 and len(figs["lemon/node0/gpu0"]["samples"]) == 5
+    assert build_summary(RunState(name="h200", stamp="s"), full_run(1, 8), [], [])["verdict_policy"]["gpu_passes"] == 1
