@@ -224,3 +224,16 @@ def test_summary_json_carries_the_passes_and_every_pass_as_a_sample():
     figs = {f["id"]: f for f in s["figures"]}
     assert len(figs["msmf/node0/gpu3"]["samples"]) == 5 and len(figs["lemon/node0/gpu0"]["samples"]) == 5
     assert build_summary(RunState(name="h200", stamp="s"), full_run(1, 8), [], [])["verdict_policy"]["gpu_passes"] == 1
+
+
+def test_a_dead_gpu_is_not_measured_again_past_the_rules_three_passes(tmp_path, fake_worker, monkeypatch):
+    monkeypatch.setenv("FAKE_PINNED_DEAD", "2:1")
+    settings = GpuSettings(device="cpu", cpu_gpus=3, start_timeout_s=30)
+    rec = MatmulPhase(settings).run(with_passes(make_ctx(tmp_path, fake_worker), 5))
+    (node,) = rec.nodes
+    assert node.dead == [2] and node.num_passes == 5
+    by = {g.gpu: g for g in node.gpus}
+    assert by[2].tflops == [None, None, None]  # passes 1 to 3 as the rule runs them, then left alone
+    assert len(by[0].tflops) == len(by[1].tflops) == 5
+    assert (tmp_path / "fake-state" / "pinned-2").read_text() == "6"  # two tries in each of three passes
+    assert {g.kind for g in rec.gaps} == {"matmul.gpu-failed-twice"}

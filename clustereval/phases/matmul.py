@@ -168,7 +168,8 @@ class NodePass:
         passes = [first]
         t0 = time.monotonic()
         while len(passes) < self.num_passes:
-            passes.append(self._pinned_pass())
+            # past the rule's three passes a dead GPU (failed twice) is not measured again: each try costs a timeout
+            passes.append(self._pinned_pass(skip_dead=len(passes) >= NUM_PASSES))
         verdict = three_pass(passes)
         if verdict.needs_more_passes and max_passes >= NUM_PASSES:
             self.planned_passes = max(self.planned_passes, NUM_PASSES)
@@ -320,8 +321,8 @@ class NodePass:
         powers = {g: (t.power_w if t else None) for g, t in first.items()}
         self.rec.hot_gpus, self.rec.low_power_gpus = loaded_outliers(temps, powers)
 
-    def _pinned_pass(self) -> dict[int, float | None]:
-        return {g: self._measure(g) for g in self.inv.indices}
+    def _pinned_pass(self, skip_dead: bool = False) -> dict[int, float | None]:
+        return {g: self._measure(g) for g in self.inv.indices if not (skip_dead and g in self.rec.dead)}
 
     def _measure(self, gpu: int) -> float | None:
         """One GPU at the MSMF shape while every sibling computes; retried once when a sibling went
@@ -379,7 +380,8 @@ class NodePass:
         gpus = self.inv.indices
         planned = max(self.planned_passes, passno)
         # this GPU and the rest of this pass, then every GPU in each pass still to come
-        left = (len(gpus) - gpus.index(gpu)) + (planned - passno) * len(gpus)
+        live = [g for g in gpus if g not in self.rec.dead]
+        left = (len(gpus) - gpus.index(gpu)) + (planned - passno) * len(live)
         self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno} of {planned}",
                           self._pinned_left_s(left))
         proc = launch(self.ctx, self.node, self.settings, "pinned", args,
