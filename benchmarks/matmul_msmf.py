@@ -226,7 +226,7 @@ def render(report: dict[str, Any], rec: MatmulRecord, held_runs: list[dict[str, 
               f"| held windows | {s.window_stage_s:.1f} |",
               f"| GPU0's worker, start-up included | {node.search_wall_s:.1f} |",
               f"| all-GPU pass ({max(0, node.num_gpus - 1)} other GPUs) | {node.all_gpu_wall_s:.1f} |",
-              f"| passes 2 and 3 | {node.extra_passes_wall_s:.1f} |",
+              f"| the passes after the first (2 and 3, or to gpu_passes) | {node.extra_passes_wall_s:.1f} |",
               f"| the whole matmul phase | {report['phase_wall_s']:.1f} |", ""]
     lines += ["| held shape | hot burst TFLOPS | soak s (settled) | window median TFLOPS | drift | W / MHz / °C | label |",
               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]

@@ -114,6 +114,7 @@ SKIPPABLE = ("packages", "evalpython", "environment", "connectivity", "health", 
 
 
 GPU_PEER_KEYS = ("model", "driver", "node")  # what may make two GPUs peers in [verdicts] gpu_peers
+MAX_GPU_PASSES = 20  # [verdicts] gpu_passes: ten passes already find a 3% slow GPU at 1% noise at every fleet size
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,9 @@ class Verdicts:
     confidence_pct: float = 99.0  # the chance that no healthy unit of the fleet is named slow
     threshold_pct: float = 2.0  # a unit is slow only this far below its peers' median, or further
     gpu_peers: tuple[str, ...] = ("model", "driver")  # GPUs are peers when these agree (GPU_PEER_KEYS)
+    # how many passes every GPU's MSMF and lemon GEMM are measured in: 1 is the runbook's (one pass, three when a
+    # GPU is more than 2% below its node median); 7 finds a 3% slow GPU at 1% repeat noise in 99% of runs
+    gpu_passes: int = 1
 
 
 @dataclass(frozen=True)

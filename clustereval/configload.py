@@ -15,6 +15,7 @@ from typing import Any
 from clustereval.config import (
     GPU_PEER_KEYS,
     IMPLEMENTED_ACCESS,
+    MAX_GPU_PASSES,
     SKIPPABLE,
     Config,
     HostEntry,
@@ -56,7 +57,7 @@ TOP_KEYS = ("name", "access", "nodes", "hostfile", "gpus_per_node", "local_scrat
 SSH_KEYS = ("port", "user", "identity_file", "options", "connect_timeout_s", "config_file")
 TARGET_KEYS = ("gpu_bf16_tflops", "nvlink_uni_gb_s", "internode_busbw_gb_s", "hbm_copy_gb_s", "pcie_gb_s", "storage")
 STORAGE_KEYS = ("mount", "bw_mib_s", "iops", "source")
-VERDICT_KEYS = ("confidence_pct", "threshold_pct", "gpu_peers")
+VERDICT_KEYS = ("confidence_pct", "threshold_pct", "gpu_peers", "gpu_passes")
 
 # What may reach a remote shell. Quoting would make anything safe, but a node name or path with
 # these characters is almost always a paste error, and the report and shell commands the user
@@ -556,6 +557,14 @@ class _Loader:
                 else:
                     keys.append(item)
             kw["gpu_peers"] = tuple(keys)
+        passes = self.get(table, "gpu_passes", int, prefix, "a whole number of passes", "7")
+        if passes is not None:
+            if 1 <= passes <= MAX_GPU_PASSES:
+                kw["gpu_passes"] = passes
+            else:
+                self.problem((*prefix, "gpu_passes"), f"verdicts.gpu_passes must be from 1 to {MAX_GPU_PASSES}, "
+                             f"not {_show(passes)}", "e.g. gpu_passes = 7 (every GPU measured in 7 passes), or 1 for "
+                             "the runbook's one pass, three when a GPU is more than 2% below its node median")
         return Verdicts(**kw)
 
 

@@ -51,8 +51,9 @@ def health(hosts=("gpu-a",), num_gpus=2, fail=None):
     return HealthRecord(nodes=nodes)
 
 
-def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warning=False):
-    """``per_node_passes``: for each node, a list of passes, each {gpu: TFLOPS or None}."""
+def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warning=False, num_gpu_passes=1):
+    """``per_node_passes``: for each node, a list of passes, each {gpu: TFLOPS or None}; ``num_gpu_passes``:
+    the passes ``[verdicts] gpu_passes`` asked for."""
     nodes = []
     for i, (h, passes) in enumerate(zip(hosts, per_node_passes, strict=True)):
         gpus = sorted(passes[0])
@@ -83,11 +84,11 @@ def matmul(per_node_passes, hosts=("gpu-a",), dead=(), suspect=False, idle_warni
                                  "(gpu0 stopped computing), so it was measured again")
         nodes.append(node)
     return MatmulRecord(tool_rel="tools/matmul.py", settle_s=1.5, sustain_s=3.0, nodes=nodes,
-                        saturated_sm_mhz=(1500, 1560))
+                        saturated_sm_mhz=(1500, 1560), num_gpu_passes=num_gpu_passes)
 
 
-def lemon(per_node_passes, hosts=("gpu-a",), dead=None):
-    """``dead``: {(node, gpu): why}."""
+def lemon(per_node_passes, hosts=("gpu-a",), dead=None, num_gpu_passes=1):
+    """``dead``: {(node, gpu): why}; ``num_gpu_passes``: the passes ``[verdicts] gpu_passes`` asked for."""
     dead = dead or {}
     nodes = []
     for i, (h, passes) in enumerate(zip(hosts, per_node_passes, strict=True)):
@@ -98,7 +99,7 @@ def lemon(per_node_passes, hosts=("gpu-a",), dead=None):
                                               sm_count=132, error=dead.get((i, g), "")) for g in gpus],
                                num_passes=len(passes), medians=verdict.medians, flagged=verdict.flagged,
                                underperforming=verdict.underperforming, dead=[g for (n, g) in dead if n == i]))
-    return LemonRecord(nodes=nodes)
+    return LemonRecord(nodes=nodes, num_gpu_passes=num_gpu_passes)
 
 
 def gpupass(hosts=("gpu-a",), num_gpus=2, *, slow_pcie=(), corrupt=(), wrong=()):

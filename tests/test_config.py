@@ -272,8 +272,8 @@ def test_template_examples_are_valid_when_uncommented(tmp_path):
     cfg = load_config(path)
     assert cfg.nccl_env == (("NCCL_IB_HCA", "mlx5"),) and cfg.targets.gpu_bf16_tflops == 989.0
     assert len(cfg.targets.storage[0].bw_mib_s) == 6
-    assert (cfg.verdicts.confidence_pct, cfg.verdicts.threshold_pct, cfg.verdicts.gpu_peers) == (
-        99.0, 2.0, ("model", "driver"))
+    assert (cfg.verdicts.confidence_pct, cfg.verdicts.threshold_pct, cfg.verdicts.gpu_peers,
+            cfg.verdicts.gpu_passes) == (99.0, 2.0, ("model", "driver"), 1)
 
 
 def test_slurm_table_loads_and_needs_no_hostfile(tmp_path):
@@ -363,3 +363,37 @@ def test_verdicts_problems_have_lines(tmp_path):
     assert msgs[3].startswith(f"{path}:8: 'model' is listed twice in verdicts.gpu_peers")
     assert msgs[4].startswith(f"{path}:10: unknown key 'verdicts.confidance'") and "confidence_pct" in msgs[4]
     assert len(msgs) == 5
+
+
+def test_gpu_passes_loads_and_defaults_to_the_runbooks_one(tmp_path):
+    from clustereval.config import Verdicts
+
+    assert Verdicts().gpu_passes == 1
+    assert load_config(write(tmp_path, 'nodes = ["localhost"]\n[verdicts]\nthreshold_pct = 3\n')).verdicts.gpu_passes == 1
+    for n in (1, 7, 20):
+        cfg = load_config(write(tmp_path, f'nodes = ["localhost"]\n[verdicts]\ngpu_passes = {n}\n'))
+        assert cfg.verdicts.gpu_passes == n and "verdicts.gpu_passes" in cfg.given
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("0", "verdicts.gpu_passes must be from 1 to 20, not 0"),
+    ("21", "verdicts.gpu_passes must be from 1 to 20, not 21"),
+    ("-3", "verdicts.gpu_passes must be from 1 to 20, not -3"),
+    ("2.5", "verdicts.gpu_passes must be a whole number of passes, not 2.5"),
+    ('"7"', "verdicts.gpu_passes must be a whole number of passes, not the string '7' (hint: write the number without quotes"),
+    ("true", "verdicts.gpu_passes must be a whole number of passes, not true"),
+])
+def test_bad_gpu_passes_names_the_line(tmp_path, value, says):
+    path = write(tmp_path, f'nodes = ["localhost"]\n[verdicts]\nconfidence_pct = 99\ngpu_passes = {value}\n')
+    (msg,) = problems(path)
+    assert msg.startswith(f"{path}:4: {says}"), msg
+
+
+def test_cli_refuses_a_bad_gpu_passes_with_exit_2_before_anything_runs(tmp_path):
+    path = write(tmp_path, 'nodes = ["localhost"]\n[verdicts]\ngpu_passes = 0\n')
+    proc = run_cli("run", "--config", str(path), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == "error[bad-config]: 1 problem in the cluster config"
+    assert lines[1].startswith(f"  {path}:3: verdicts.gpu_passes must be from 1 to 20, not 0")
+    assert not (tmp_path / "reports").exists()  # nothing slow started, no run folder

@@ -102,8 +102,10 @@ def compute_of(hosts: list[str], num_gpus: int, **kw) -> dict:
     lemon_passes = kw.get("lemon_passes") or [passes(num_gpus) for _ in hosts]
     return {"health": cr.health(tuple(hosts), num_gpus),
             "gpupass": cr.gpupass(tuple(hosts), num_gpus, **kw.get("gpupass", {})),
-            "matmul": cr.matmul(mm_passes, hosts=tuple(hosts), dead=kw.get("dead", ())),
-            "lemon": cr.lemon(lemon_passes, hosts=tuple(hosts), dead=kw.get("lemon_dead"))}
+            "matmul": cr.matmul(mm_passes, hosts=tuple(hosts), dead=kw.get("dead", ()),
+                                num_gpu_passes=kw.get("gpu_passes", 1)),
+            "lemon": cr.lemon(lemon_passes, hosts=tuple(hosts), dead=kw.get("lemon_dead"),
+                              num_gpu_passes=kw.get("gpu_passes", 1))}
 
 
 def network_of(hosts: list[str], num_gpus: int, *, conn_ok: bool = True, pairs: list[PairResult] | None = None) -> dict:

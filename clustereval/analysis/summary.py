@@ -459,6 +459,13 @@ def fleet_summary(kinds: list[FleetKind]) -> list[dict[str, Any]]:
     return out
 
 
+def _gpu_passes(records: dict[str, Any]) -> int:
+    """The passes every GPU's MSMF and lemon GEMM were to be measured in (``[verdicts] gpu_passes``), as the
+    records say; 1 for a run without either pass or recorded before the key."""
+    asked = [getattr(records.get(p), "num_gpu_passes", 1) for p in ("matmul", "lemon") if records.get(p) is not None]
+    return max(asked, default=1)
+
+
 def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], gaps: list[Gap], *,
                   access: str = "", storage_targets: Any = None, report_name: str = "",
                   version: str = "", policy: VerdictPolicy | None = None) -> dict[str, Any]:
@@ -493,7 +500,7 @@ def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], 
         },
         "verdict_policy": {"confidence": policy.confidence, "threshold_frac": policy.threshold_frac,
                            "gpu_peers": list(policy.group_by), "min_units": policy.min_units,
-                           "detection_probability": DETECTION_PROBABILITY},
+                           "detection_probability": DETECTION_PROBABILITY, "gpu_passes": _gpu_passes(records)},
         "fleet": fleet_summary(kinds),
         "figures": figures,
         "verdicts": [{"category": f.category, "verdict": VERDICT_WORDS.get(f.category, f.category),

@@ -1,13 +1,16 @@
 """Lemon GEMM: find underperforming GPUs.
 
 The fixed 16384³ matmul on every GPU, one at a time with the siblings idle; a GPU more than 2% below
-its node median gets two more passes; an error or a hang is a dead GPU. Before the pass, foreign
-compute processes stop it.
+its node median gets two more passes; an error or a hang is a dead GPU. With ``[verdicts] gpu_passes``
+= N >= 2 every GPU runs N passes (the rule still judges a flagged GPU on its first three). Before the
+pass, foreign compute processes stop it.
 """
 
 from __future__ import annotations
 
-from clustereval.analysis.gpu_passes import three_pass
+import time
+
+from clustereval.analysis.gpu_passes import NUM_PASSES, three_pass
 from clustereval.phases.base import RunContext
 from clustereval.phases.gpunode import (
     Guard,
@@ -35,13 +38,15 @@ class LemonPhase:
 
     def run(self, ctx: RunContext) -> LemonRecord:
         settings = self.settings
-        rec = LemonRecord(size=settings.lemon_square, dtype=settings.dtype)
+        rec = LemonRecord(size=settings.lemon_square, dtype=settings.dtype,
+                          num_gpu_passes=ctx.config.verdicts.gpu_passes)
         invs, live, lost = prepare_matmul_pass(ctx, settings, self.name, "the lemon GEMM pass", rec)
         if not live:
             return rec
         by_name = {i.node.name: i for i in live}
         steps = each_node(ctx, self.name, "the lemon GEMM pass", [i.node for i in live],
-                          lambda n: self._node(ctx, by_name[n.name]), what="the lemon GEMM worker")
+                          lambda n: self._node(ctx, by_name[n.name], rec.num_gpu_passes),
+                          what="the lemon GEMM worker")
         results = [s.value if s.value is not None else
                    (NodeLemon(node=s.node.name, index=s.node.index, hostname=by_name[s.node.name].hostname,
                               gpu_name=by_name[s.node.name].gpus[0].name,
@@ -56,7 +61,8 @@ class LemonPhase:
             rec.status = "partial"  # interrupted: the runner runs the phase again on --resume
         return rec
 
-    def _node(self, ctx: RunContext, inv: NodeGpus) -> tuple[NodeLemon, list[Gap]]:
+    def _node(self, ctx: RunContext, inv: NodeGpus, num_passes: int = 1) -> tuple[NodeLemon, list[Gap]]:
+        """Every GPU in ``num_passes`` passes, three at least when the first pass flagged one."""
         node = inv.node
         out = NodeLemon(node=node.name, index=node.index, hostname=inv.hostname,
                         gpu_name=inv.gpus[0].name, gpus=[LemonGpu(gpu=g) for g in inv.indices])
@@ -67,13 +73,18 @@ class LemonPhase:
             out.error = "lemon.busy"
             return out, [Gap(self.name, node=node.name, kind="lemon.busy", facts={"processes": found})]
         passes: list[dict[int, float | None]] = []
+        pace = _Pace(num_passes)
         try:
-            passes.append(self._pass(ctx, inv, out, inv.indices, 1))
+            passes.append(self._pass(ctx, inv, out, inv.indices, 1, pace))
+            while len(passes) < num_passes and not ctx.stop.is_set():
+                passes.append(self._pass(ctx, inv, out, [g.gpu for g in out.gpus if not g.error], len(passes) + 1,
+                                         pace))
             verdict = three_pass(passes)
-            if verdict.needs_more_passes:
-                alive = [g.gpu for g in out.gpus if not g.error]
-                for p in (2, 3):
-                    passes.append(self._pass(ctx, inv, out, alive, p))
+            if verdict.needs_more_passes and not ctx.stop.is_set():
+                pace.planned = max(pace.planned, NUM_PASSES)
+                while len(passes) < NUM_PASSES:
+                    passes.append(self._pass(ctx, inv, out, [g.gpu for g in out.gpus if not g.error],
+                                             len(passes) + 1, pace))
                 verdict = three_pass(passes)
         except PassAborted as exc:
             out.error = exc.kind
@@ -91,10 +102,11 @@ class LemonPhase:
         return out, gaps
 
     def _pass(self, ctx: RunContext, inv: NodeGpus, out: NodeLemon, gpus: list[int],
-              passno: int) -> dict[int, float | None]:
+              passno: int, pace: _Pace) -> dict[int, float | None]:
         """Every listed GPU in one worker; a GPU that hangs is killed, marked dead, and the rest continue
         in a fresh worker."""
         settings = self.settings
+        started = time.monotonic()
         values: dict[int, float | None] = {g: None for g in gpus}
         todo = list(gpus)
         attempt = 0
@@ -104,7 +116,8 @@ class LemonPhase:
             if settings.lemon_size:
                 args += ["--size", str(settings.lemon_size)]
             size = settings.lemon_square
-            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno}", None)
+            ctx.progress(self.name, inv.node.name, f"{size}³ matmul on {len(todo)} GPU(s), pass {passno} of "
+                                                   f"{max(pace.planned, passno)}", pace.left_s(passno))
             proc = launch(ctx, inv.node, settings, "lemon", args, f"lemon/{inv.node.name}-pass{passno}-{attempt}.log")
             current = None
             try:
@@ -151,6 +164,7 @@ class LemonPhase:
                 for g in list(todo):
                     self._dead(out, g, f"the worker did not start ({proc.error_text()})")
                 todo = []
+        pace.first_s = pace.first_s or time.monotonic() - started
         return values
 
     @staticmethod
@@ -158,3 +172,15 @@ class LemonPhase:
         lg = next(x for x in out.gpus if x.gpu == gpu)
         lg.error = lg.error or why
         lg.tflops.append(None)
+
+
+class _Pace:
+    """One node's lemon passes: how many are planned, and how long the first took (the time left of the rest)."""
+
+    def __init__(self, planned: int) -> None:
+        self.planned = planned
+        self.first_s = 0.0
+
+    def left_s(self, passno: int) -> float | None:
+        """This pass and the ones after it, at the first pass's pace; None until the first pass ended."""
+        return (max(self.planned, passno) - passno + 1) * self.first_s if self.first_s else None

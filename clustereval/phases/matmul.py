@@ -2,8 +2,10 @@
 
 GPU0 searches for MAMF and MSMF while every other GPU runs a continuous matmul; then each other GPU
 measures GPU0's MSMF shape while every sibling (GPU0 included) runs one. A GPU more than 2% below its
-node median gets two more passes with the shape pinned. Before every pass and before every GPU's
-measurement, foreign compute processes stop the pass.
+node median gets two more passes with the shape pinned. With ``[verdicts] gpu_passes`` = N >= 2 every
+GPU is measured in N passes (the extra ones pinned, every GPU in turn), so the fleet-relative verdict
+has N repeats per GPU; the runbook's rule still judges a flagged GPU on its first three. Before every
+pass and before every GPU's measurement, foreign compute processes stop the pass.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clustereval.analysis.gpu_passes import gpu_label, three_pass
+from clustereval.analysis.gpu_passes import NUM_PASSES, gpu_label, three_pass
 from clustereval.analysis.gpus import loaded_outliers
 from clustereval.analysis.matmul import held_rate
 from clustereval.phases.base import RunContext
@@ -58,11 +60,11 @@ class MatmulPhase:
         settings = self.settings
         rec = MatmulRecord(dtype=settings.dtype, grid=settings.grid or ("tiny" if settings.cpu else "default"),
                            soak_min_s=settings.soak_min_s, soak_max_s=settings.soak_max_s, settle_s=settings.settle_s,
-                           sustain_s=settings.sustain_s)
+                           sustain_s=settings.sustain_s, num_gpu_passes=ctx.config.verdicts.gpu_passes)
         invs, live, lost = prepare_matmul_pass(ctx, settings, self.name, "the GPU performance pass", rec)
         if not live:
             return rec
-        passes = {i.node.name: NodePass(ctx, i, settings) for i in live}
+        passes = {i.node.name: NodePass(ctx, i, settings, rec.num_gpu_passes) for i in live}
         steps = each_node(ctx, self.name, "the GPU performance pass", [i.node for i in live],
                           lambda n: passes[n.name].run(), what="the matmul worker")
         if ctx.stop.is_set():
@@ -102,10 +104,14 @@ def saturated_clock(rec: MatmulRecord) -> tuple[int, int] | None:
 
 
 class NodePass:
-    """The matmul pass on one node."""
+    """The matmul pass on one node: every GPU in ``num_passes`` passes (None: ``[verdicts] gpu_passes``),
+    three at least on a node whose first pass flagged a GPU."""
 
-    def __init__(self, ctx: RunContext, inv: NodeGpus, settings: GpuSettings) -> None:
+    def __init__(self, ctx: RunContext, inv: NodeGpus, settings: GpuSettings, num_passes: int | None = None) -> None:
         self.ctx, self.inv, self.settings = ctx, inv, settings
+        self.num_passes = num_passes if num_passes is not None else ctx.config.verdicts.gpu_passes
+        self.planned_passes = self.num_passes  # raised to three when the runbook's rule asks for more
+        self.measure_s: list[float] = []  # each pinned measurement's wall time, retries included: the pace
         self.node = inv.node
         first = inv.gpus[0]
         self.rec = NodeMatmul(node=self.node.name, index=self.node.index, hostname=inv.hostname,
@@ -123,7 +129,8 @@ class NodePass:
         self.gaps.append(Gap(MatmulPhase.name, node=self.node.name, kind=kind, facts=facts))
 
     def run(self) -> tuple[NodeMatmul, list[Gap]]:
-        """GPU0's search, then every other GPU at its MSMF shape; three passes when one is > 2% low."""
+        """GPU0's search, then every other GPU at its MSMF shape; then every GPU again until each has its
+        passes, three at least when one is > 2% low."""
         def work() -> None:
             self._search()
             if self.shape is not None:
@@ -156,13 +163,20 @@ class NodePass:
         return self.rec, self.gaps
 
     def _passes(self, first: dict[int, float | None], max_passes: int = 3) -> None:
+        """Every GPU pinned until each has ``num_passes`` passes, then the runbook's rule on the first three:
+        a GPU flagged in the first pass is judged on three passes, so they run (``max_passes`` < 3: never)."""
         passes = [first]
+        t0 = time.monotonic()
+        while len(passes) < self.num_passes:
+            # past the rule's three passes a dead GPU (failed twice) is not measured again: each try costs a timeout
+            passes.append(self._pinned_pass(skip_dead=len(passes) >= NUM_PASSES))
         verdict = three_pass(passes)
-        if verdict.needs_more_passes and max_passes >= 3:
-            t0 = time.monotonic()
-            for _ in range(2):
+        if verdict.needs_more_passes and max_passes >= NUM_PASSES:
+            self.planned_passes = max(self.planned_passes, NUM_PASSES)
+            while len(passes) < NUM_PASSES:
                 passes.append(self._pinned_pass())
             verdict = three_pass(passes)
+        if len(passes) > 1:
             self.rec.extra_passes_wall_s = round(time.monotonic() - t0, 1)
         self.rec.num_passes = len(passes)
         self.rec.medians = [round(m, 4) for m in verdict.medians]
@@ -220,9 +234,20 @@ class NodePass:
         self.layout = self.rec.msmf_layout = summary.msmf.layout
 
     def _time_left(self, stages: list[str], elapsed_s: float) -> float:
+        """The search's time left, then every pinned measurement after it: the other GPUs' first pass and
+        every GPU's later passes."""
+        num_gpus = len(self.inv.indices)
+        after = (num_gpus - 1) + (self.planned_passes - 1) * num_gpus
         if self.settings.grid:
-            return self.settings.search_time_left_s(stages, elapsed_s)
-        return self.settings.wave_search_time_left_s(stages, elapsed_s)
+            return self.settings.search_time_left_s(stages, elapsed_s) + self._pinned_left_s(after)
+        return self.settings.wave_search_time_left_s(stages, elapsed_s) + self._pinned_left_s(after)
+
+    def _pinned_left_s(self, num_measurements: int) -> float:
+        """How long ``num_measurements`` pinned measurements take: at the pace of this node's measurements so
+        far, or each one's settle and window before the first."""
+        each = (sum(self.measure_s) / len(self.measure_s) if self.measure_s
+                else self.settings.settle_s + self.settings.sustain_s)
+        return num_measurements * each
 
     def _follow_search(self, proc: WorkerProc, gpu0: int, t0: float) -> None:
         """Show the shapes timed and the time left until the search prints its result or stops;
@@ -296,8 +321,8 @@ class NodePass:
         powers = {g: (t.power_w if t else None) for g, t in first.items()}
         self.rec.hot_gpus, self.rec.low_power_gpus = loaded_outliers(temps, powers)
 
-    def _pinned_pass(self) -> dict[int, float | None]:
-        return {g: self._measure(g) for g in self.inv.indices}
+    def _pinned_pass(self, skip_dead: bool = False) -> dict[int, float | None]:
+        return {g: self._measure(g) for g in self.inv.indices if not (skip_dead and g in self.rec.dead)}
 
     def _measure(self, gpu: int) -> float | None:
         """One GPU at the MSMF shape while every sibling computes; retried once when a sibling went
@@ -306,6 +331,7 @@ class NodePass:
         others = [g for g in self.inv.indices if g != gpu]
         timing: ShapeTiming | None = None
         failures = 0
+        started = time.monotonic()
         for attempt in (1, 2):
             err = self.loads.ensure(set(others))
             if err:
@@ -326,6 +352,7 @@ class NodePass:
             rec.idle_sibling_retries += 1
             if attempt == 2:
                 self.gap("matmul.idle-siblings-twice", label=self._label(gpu), idle=list(timing.idle_siblings))
+        self.measure_s.append(time.monotonic() - started)
         if failures >= 2 and timing is None:
             if gpu not in self.rec.dead:
                 self.rec.dead.append(gpu)
@@ -350,8 +377,13 @@ class NodePass:
         args = ["--gpu", str(gpu), "--shape", f"{m}x{n}x{k}", "--layout", self.layout,
                 "--siblings", ",".join(map(str, others)), *self.settings.held_args()]
         passno = len(self._gpu(gpu).tflops) + 1
-        self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno}",
-                          self.settings.settle_s + self.settings.sustain_s)
+        gpus = self.inv.indices
+        planned = max(self.planned_passes, passno)
+        # this GPU and the rest of this pass, then every GPU in each pass still to come
+        live = [g for g in gpus if g not in self.rec.dead]
+        left = (len(gpus) - gpus.index(gpu)) + (planned - passno) * len(live)
+        self.ctx.progress(MatmulPhase.name, self.node.name, f"gpu{gpu} at {m}×{n}×{k}, pass {passno} of {planned}",
+                          self._pinned_left_s(left))
         proc = launch(self.ctx, self.node, self.settings, "pinned", args,
                       f"{self.log_dir}/gpu{gpu}-pass{passno}-try{attempt}.log")
         rc = proc.finish(self.settings.pinned_timeout_s(), idle_timeout_s=self.settings.start_timeout_s)

@@ -232,7 +232,7 @@ class NodeMatmul:
     low_power_gpus: list[int] = field(default_factory=list)  # < 90% of the top sibling's power, loaded
     search_wall_s: float = 0.0  # GPU0's search worker, start-up included
     all_gpu_wall_s: float = 0.0  # the other GPUs' first pass
-    extra_passes_wall_s: float = 0.0  # passes 2 and 3, when they ran
+    extra_passes_wall_s: float = 0.0  # every GPU's passes after the first (2 and 3, or 2 to gpu_passes), when they ran
     total_wall_s: float = 0.0  # the node's whole matmul pass
     error: str = ""  # why the pass stopped early: its Gap's kind (``matmul.busy``), or the node's own error
 
@@ -246,6 +246,7 @@ class MatmulRecord(PhaseRecord):
     soak_max_s: float = 0.0
     settle_s: float = 0.0  # a shape on a board already at its power limit settles at least this long
     sustain_s: float = 0.0  # the timed window of every held shape
+    num_gpu_passes: int = 1  # passes every GPU was to be measured in ([verdicts] gpu_passes; 1: three when flagged)
     nodes: list[NodeMatmul] = field(default_factory=list)
     saturated_sm_mhz: tuple[int, int] | None = None  # SM clock range at the power limit (Environment GPU table)
 
@@ -284,4 +285,5 @@ class LemonRecord(PhaseRecord):
     size: int = 16384
     dtype: str = "bfloat16"
     tool_rel: str = ""  # the worker's source in the raw folder (its lemon mode ran)
+    num_gpu_passes: int = 1  # passes every GPU was to be measured in ([verdicts] gpu_passes; 1: three when flagged)
     nodes: list[NodeLemon] = field(default_factory=list)

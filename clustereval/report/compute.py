@@ -21,7 +21,12 @@ from clustereval.records.compute import HealthRecord, LemonRecord, MatmulRecord,
 from clustereval.records.gpupass import GpuPassRecord
 from clustereval.report import compute_gpupass
 from clustereval.report.compute_fold import ComputeFold, health_table, node_msmf_text, node_msmf_units
-from clustereval.report.compute_lemon import note_bad_gpus, render_lemon, three_pass_sentences
+from clustereval.report.compute_lemon import (
+    note_bad_gpus,
+    passes_sentence,
+    render_lemon,
+    three_pass_sentences,
+)
 from clustereval.report.compute_msmf import (
     held_method,
     is_held,
@@ -333,7 +338,9 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                  "node ran a continuous matmul" + (", with a settle rather than a full soak, since its siblings had "
                                                    "computed at the power limit all along." if is_held(search)
                                                    else "."))
-    doc.para(text + shortened(mm))
+    more = passes_sentence(mm.nodes, mm.num_gpu_passes, "the MSMF shape",
+                           "" if single_gpu else ", each pass with every sibling computing")
+    doc.para(text + shortened(mm) + (f" {more}" if more else ""))
     gpu = facts[0].name if facts else (nodes[0].gpu_name or "this GPU")
     spec_tf = spec.bf16_tflops if spec else None
     with_msmf = any(_slowest(n) is not None for n in nodes)

@@ -1,5 +1,6 @@
-"""The three-pass rule's words (a GPU flagged in one pass, confirmed in three) and the Compute section's Find
-underperforming GPUs subsection (the lemon GEMM). Pure."""
+"""The three-pass rule's words (a GPU flagged in one pass, confirmed in three), how many passes every GPU had when
+the operator asked for more than one (``[verdicts] gpu_passes``), and the Compute section's Find underperforming
+GPUs subsection (the lemon GEMM). Pure."""
 
 from __future__ import annotations
 
@@ -11,10 +12,36 @@ from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label,
 from clustereval.records.compute import LemonRecord
 from clustereval.report.compute_fold import ComputeFold
 from clustereval.report.markdown import Document
+from clustereval.report.units import plural
 
 
 def tf1(value: float | None) -> str:
     return f"{value:.1f}" if value is not None else ""
+
+
+def in_three(n: Any) -> str:
+    """The passes a GPU's three figures come from: all of them, or the first three of more."""
+    return "in three passes" if n.num_passes <= 3 else f"in the first three of {n.num_passes} passes"
+
+
+def passes_sentence(nodes: Sequence[Any], num_asked: int, what: str, where: str) -> str:
+    """How many passes every GPU was measured in, when ``[verdicts] gpu_passes`` asked for more than one
+    (empty otherwise: the runbook's rule is said where the pass is described). ``where``: how a pass ran."""
+    if num_asked < 2:
+        return ""
+    counts = [sum(v is not None for v in g.tflops) for n in nodes for g in n.gpus]
+    counts = [c for c in counts if c]  # a GPU without a figure is said as dead or failed elsewhere
+    if not counts:
+        return ""
+    key = f"`gpu_passes = {num_asked}` under `[verdicts]` in cluster.toml"
+    if min(counts) >= num_asked:
+        every = (f"every GPU ran {what} in {num_asked} passes" if max(counts) == num_asked else
+                 f"every GPU ran {what} in {num_asked} passes or more (three on a node whose first pass flagged a GPU)")
+    else:
+        full = sum(c >= num_asked for c in counts)
+        every = f"{full} of the {plural(len(counts), 'GPU')} ran {what} in all {num_asked} passes"
+    return (f"The operator's {key} asks for {num_asked} passes of every GPU: {every}{where}. Where a GPU has "
+            "one figure below, it is the first pass's; the fleet-relative verdict judges each GPU on the mean of its passes.")
 
 
 def three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) -> list[str]:
@@ -28,11 +55,12 @@ def three_pass_sentences(n: Any, multi: bool, what: str, fmt: Any, unit: str) ->
         first = below(n, gpu, 0)
         if gpu in n.underperforming:
             fracs = [below(n, gpu, p) for p in range(3)]
-            out.append(f"{label} was more than {BELOW_MEDIAN:.0%} below the node median in all three passes: "
+            all_three = "all three passes" if n.num_passes <= 3 else f"each of the first three of {n.num_passes} passes"
+            out.append(f"{label} was more than {BELOW_MEDIAN:.0%} below the node median in {all_three}: "
                        f"{what} {nums} {unit}, {frac_range(fracs)} below.")
         else:
             out.append(f"{label} was {first:.1%} below the node median in the first pass; the dip did not repeat: "
-                       f"{what} {nums} {unit} in three passes.")
+                       f"{what} {nums} {unit} {in_three(n)}.")
     return out
 
 
@@ -57,7 +85,7 @@ def note_bad_gpus(bad: dict[str, list[str]], nodes: Sequence[Any], measure: str,
             fracs = [below(n, gpu, p) for p in range(3)]
             nums = " / ".join(fmt(v) for v in g.tflops[:3])
             bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(
-                f"{measure} {nums} TFLOPS in three passes, {frac_range(fracs)} below the node median each time")
+                f"{measure} {nums} TFLOPS {in_three(n)}, {frac_range(fracs)} below the node median each time")
         for gpu in n.dead:
             g = next(x for x in n.gpus if x.gpu == gpu)
             bad.setdefault(gpu_label(n.hostname, n.index, gpu), []).append(dead_text(g))
@@ -69,6 +97,23 @@ def frac_range(fracs: list[float]) -> str:
 
 
 # -- Find underperforming GPUs ---------------------------------------------------------------
+
+
+def lemon_rule(lemon: LemonRecord) -> str:
+    """The lemon pass and its rule in one paragraph, with the passes every GPU had."""
+    size = lemon.size
+    if lemon.num_gpu_passes < 2:
+        rule = ("; a flagged card gets two more passes and counts as under-performing only if it is below in all "
+                "three")
+    else:
+        rule = (" in the first pass, and counts a flagged card as under-performing only if it is below in each of its "
+                "first three passes")
+    text = ("An under-performing GPU is slow or throttled; a dead GPU, one that errors or hangs, is the extreme case. "
+            f"This pass ran the same matmul shape (M=N=K={size}, {lemon.dtype}) on every GPU, one GPU at a time with "
+            f"its siblings idle, and flags a card more than {BELOW_MEDIAN:.0%} below its node's median{rule}. It is "
+            "not MAMF: there is no search over matmul shapes and no boost/sustain split.")
+    more = passes_sentence(lemon.nodes, lemon.num_gpu_passes, "this matmul", "")
+    return f"{text} {more}" if more else text
 
 
 def render_lemon(doc: Document, lemon: LemonRecord, fold: ComputeFold | None = None) -> None:
@@ -87,11 +132,7 @@ def render_lemon(doc: Document, lemon: LemonRecord, fold: ComputeFold | None = N
         if dead:
             parts.append("dead: " + ", ".join(f"`{d}`" for d in dead))
         doc.para("**TLDR:** " + "; ".join(parts))
-    doc.para("An under-performing GPU is slow or throttled; a dead GPU, one that errors or hangs, is the extreme case. "
-             f"This pass ran the same matmul shape (M=N=K={size}, {lemon.dtype}) on every GPU, one GPU at a time with "
-             f"its siblings idle, and flags a card more than {BELOW_MEDIAN:.0%} below its node's median; a flagged card "
-             "gets two more passes and counts as under-performing only if it is below in all three. It is not MAMF: "
-             "there is no search over matmul shapes and no boost/sustain split.")
+    doc.para(lemon_rule(lemon))
     sms = sorted({g.sm_count for n in lemon.nodes for g in n.gpus if g.sm_count})
     for count in sms:
         cov = sm_coverage(count, size)

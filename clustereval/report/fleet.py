@@ -46,13 +46,14 @@ def _confidence(k: FleetKind) -> str:
 
 def _figures(k: FleetKind, samples: tuple[float, ...]) -> str:
     chain = " / ".join(_num(v, k.unit) for v in samples)
-    if k.kind in ("msmf", "lemon"):
+    if k.kind in ("msmf", "lemon") and len(samples) <= LONGEST_CHAIN:
         return f"{k.what} {chain} {PASS_WORDS.get(len(samples), f'in {len(samples)} passes')}"
+    what = "passes" if k.kind in ("msmf", "lemon") else "samples"
     if len(samples) == 1:
         return f"{k.what} {chain}"
     if len(samples) > LONGEST_CHAIN:
         mean = sum(samples) / len(samples)
-        return (f"{k.what} {_num(mean, k.unit)}, the mean of {len(samples)} samples "
+        return (f"{k.what} {_num(mean, k.unit)}, the mean of {len(samples)} {what} "
                 f"({_num(min(samples), k.unit)} to {_num(max(samples), k.unit)})")
     return f"{k.what} {chain} over {plural(len(samples), 'sample')}"
 

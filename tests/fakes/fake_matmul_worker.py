@@ -9,6 +9,8 @@ environment variables, state (per-GPU call counters) from files under ``FAKE_STA
 - ``FAKE_LEMON``: ``gpu:ok|error|crash|hang,...`` (default ok)
 - ``FAKE_TEMP``: ``gpu:°C,...`` the temperature a pinned (or the search's) MSMF reports; default 60
 - ``FAKE_UNREAD``: ``gpu:sibling,...`` that GPU's pinned measurement could not read that sibling
+- ``FAKE_PINNED_DEAD``: ``gpu:1,...`` every pinned measurement of that GPU fails (a CUDA error): a dead GPU;
+  each attempt is counted in ``FAKE_STATE/pinned-<gpu>``
 """
 
 import argparse
@@ -76,6 +78,10 @@ def main(argv):
         return 0
     if mode == "pinned":
         gpu = int(args.gpu)
+        bump("pinned", gpu)
+        if table("FAKE_PINNED_DEAD").get(gpu):
+            print("RuntimeError: CUDA error: an illegal memory access was encountered", file=sys.stderr, flush=True)
+            return 1
         n = bump("idle", gpu)
         idle = [int(args.siblings.split(",")[0])] if n < int(table("FAKE_IDLE").get(gpu, "0")) else []
         t = timing(64, 64, 64, value(gpu), "sustained", idle)
