@@ -146,7 +146,7 @@ def test_evalpython(cluster, tmp_path):
 
 
 def test_environment(cluster, tmp_path):
-    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=3))
+    ctx = make_ctx(cluster, tmp_path, DiesMidPhase(cluster, 2, after=2))  # the first batch and the scratch folder, then the software batch
     rec = EnvironmentPhase().run(ctx)
     assert rec.status == "partial"
     assert [n.hostname for n in rec.nodes] == [n.name if n.index != 2 else "" for n in cluster.nodes]

@@ -121,3 +121,13 @@ def test_routable_address():
     assert probe.routable_address("127.0.1.1 10.1.2.3 fe80::1 ") == "10.1.2.3"
     assert probe.routable_address("169.254.0.2 192.168.0.5") == "192.168.0.5"
     assert probe.routable_address("") == ""
+
+
+def test_the_node_blamed_for_a_failed_job_is_the_down_one_not_one_that_missed_a_ping(slurm_fixture):
+    # the captured sinfo of a job whose n2 was set down, with n0 not answering slurmctld's pings for a
+    # moment (as on a busy controller): n2, down with its reason, is named first, then n0
+    from clustereval.transport.slurm.failures import blamed_first
+
+    states = probe.parse_sinfo_nodes(slurm_fixture("sinfo-node-down.txt").replace("cefd275c-n0|idle|", "cefd275c-n0|allocated*|"))
+    assert [s.name for s in blamed_first(states)] == ["cefd275c-n2", "cefd275c-n0"]
+    assert blamed_first(probe.parse_sinfo_nodes(slurm_fixture("sinfo-node-down.txt")))[0].reason == "test"

@@ -50,6 +50,15 @@ def raise_for(alloc: Allocation, node: str, stderr: str) -> None:
                          error_id="slurm-step-failed")
 
 
+def blamed_first(states: list[probe.NodeState]) -> list[probe.NodeState]:
+    """The job's unusable nodes, the one that ended it first: a node that is down, failed or drained (a
+    reason given first) before one that only misses slurmctld's pings (``allocated*``), which on a busy
+    controller can be any node of the job for a moment."""
+    hard = ("down", "drain", "fail")
+    bad = [s for s in states if not s.usable]
+    return sorted(bad, key=lambda s: (not s.state.lower().startswith(hard), not s.reason))
+
+
 def job_ended_error(cfg: SlurmConfig, job: probe.SlurmJob, node: str, *, owned: bool,
                     source: str = "") -> TransportError:
     """Why the job no longer runs steps. ``owned``: this run asked for it (the hint names [slurm])."""
@@ -62,7 +71,7 @@ def job_ended_error(cfg: SlurmConfig, job: probe.SlurmJob, node: str, *, owned: 
                               hint, error_id="slurm-time-limit")
     if job.state == "NODE_FAIL" or job.reason in ("NodeDown", "NodeFail"):
         names = client.hostnames(job.node_list) if job.node_list else []
-        down = [s for s in client.node_states(names=names) if not s.usable] if names else []
+        down = blamed_first(client.node_states(names=names)) if names else []
         if down:
             first = down[0]
             return TransportError(first.name, f"is {first.state}"
