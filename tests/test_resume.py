@@ -141,7 +141,8 @@ def test_a_phase_that_saw_the_stop_runs_again_on_resume_even_when_it_says_ok(tmp
     assert ctx.store.load_state().done("twosteps")
 
 
-def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):
+def _environment_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished smoke run of the environment inventory alone on this machine: its run folder and report."""
     (tmp_path / "scratch").mkdir()
     cfg = tmp_path / "cluster.toml"
     cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{tmp_path / "scratch"}"\n'
@@ -149,8 +150,13 @@ def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):
     res = run_cli("run", "--config", str(cfg), "--profile", "smoke", "--phases", "environment", cwd=tmp_path,
                   timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    raw = str(tmp_path / re.search(r"run folder: (\S+)", res.stderr).group(1))
-    report = tmp_path / re.search(r"report: (\S+)", res.stdout).group(1)
+    return (tmp_path / re.search(r"run folder: (\S+)", res.stderr).group(1),
+            tmp_path / re.search(r"report: (\S+)", res.stdout).group(1))
+
+
+def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):
+    folder, report = _environment_run(tmp_path)
+    raw = str(folder)
     before = report.stat().st_mtime_ns
     again = run_cli("run", "--resume", raw, cwd=tmp_path, timeout=300)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
@@ -162,15 +168,7 @@ def test_a_finished_run_resumed_says_so_and_keeps_its_profile(tmp_path):
 
 
 def test_a_resume_that_asks_for_a_phase_the_run_left_out_plans_it_and_the_report_no_longer_lists_it_as_not_asked(tmp_path):
-    (tmp_path / "scratch").mkdir()
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text(f'name = "here"\naccess = "local"\nlocal_scratch = "{tmp_path / "scratch"}"\n'
-                   'install_packages = false\n')
-    res = run_cli("run", "--config", str(cfg), "--profile", "smoke", "--phases", "environment", cwd=tmp_path,
-                  timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    raw = tmp_path / re.search(r"run folder: (\S+)", res.stderr).group(1)
-    report = tmp_path / re.search(r"report: (\S+)", res.stdout).group(1)
+    raw, report = _environment_run(tmp_path)
     not_asked = next(line for line in report.read_text().splitlines() if line.startswith("- Not asked for"))
     assert "the hardware health pass" in not_asked
     again = run_cli("run", "--resume", str(raw), "--phases", "environment,health", cwd=tmp_path, timeout=300)
