@@ -131,11 +131,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--repeats-needed", action="store_true",
                     help="only the detection of a 3%% slow GPU at 1%% noise for 3 to 8 repeats")
+    ap.add_argument("--sizes", default="8,64,512,8192", help="with --repeats-needed: the fleet sizes, in GPUs")
+    ap.add_argument("--repeats", default="3,4,5,6,7,8", help="with --repeats-needed: the repeat counts")
+    ap.add_argument("--fleets", type=int, default=0, help="with --repeats-needed: fleets a cell (default 400)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     t0 = time.monotonic()
     if args.repeats_needed:
-        repeats_needed(rng, [8, 64, 512, 8192], [3, 4, 5, 6, 7, 8], 100 if args.quick else 400)
+        repeats_needed(rng, [int(x) for x in args.sizes.split(",")], [int(x) for x in args.repeats.split(",")],
+                       args.fleets or (100 if args.quick else 400))
         print(f"\n{time.monotonic() - t0:.0f} s")
         return 0
     k = 10 if args.quick else 1
