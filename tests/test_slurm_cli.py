@@ -39,6 +39,14 @@ def test_preflight_and_quick_run_release_the_allocation(slurm_cluster):
     for name in slurm_cluster.node_names:
         assert name in pre.stdout + pre.stderr
     assert slurm_cluster.jobs_after_settling() == []
+    # `clustereval preflight` runs every check, those across nodes included: srun, TCP and gloo on every node
+    pre_raw = sorted((slurm_cluster.netns.workdir / "reports").glob("raw-*-preflight-*"))
+    assert len(pre_raw) == 1, pre_raw
+    pre_record = json.loads((pre_raw[0] / "preflight.record.json").read_text())
+    pre_kinds = {(p["kind"], p["node"]): p["ok"] for p in pre_record["probes"]}
+    for name in slurm_cluster.node_names:
+        assert pre_kinds[("srun", name)] and pre_kinds[("tcp", name)] and pre_kinds[("gloo", name)]
+    assert pre_record["rendezvous"].startswith(slurm_cluster.netns.nodes[0].address + ":")
 
     run = run_cli("run", "--config", str(config), "--profile", "quick", "--phases", _quick_phases(), timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -49,9 +57,10 @@ def test_preflight_and_quick_run_release_the_allocation(slurm_cluster):
     record = json.loads((reports[0].parent / f"raw-{reports[0].stem}" / "preflight.record.json").read_text())
     kinds = {(p["kind"], p["node"]): p["ok"] for p in record["probes"]}
     assert kinds[("slurm", "all nodes")]
+    # the run's phases start no job across nodes, so its preflight leaves the checks across nodes out
     for name in slurm_cluster.node_names:
-        assert kinds[("srun", name)] and kinds[("tcp", name)] and kinds[("gloo", name)]
-    assert record["rendezvous"].startswith(slurm_cluster.netns.nodes[0].address + ":")
+        assert kinds[("srun", name)] and ("tcp", name) not in kinds and ("gloo", name) not in kinds
+    assert record["across_nodes_not_run"]["phases"] == ["packages", "evalpython", "environment"]
     assert slurm_cluster.jobs_after_settling() == []
     assert _leftover_scratch(slurm_cluster) == []
     lint = pytest.importorskip("clustereval.report.lint", reason="clustereval lint is not on this branch yet")
