@@ -422,8 +422,7 @@ class Scratch:
         todo = self.areas() if areas is None else list(areas)
         with self._lock:  # a folder cleared here is checked on the node again before it is used again
             for area in todo:
-                self._present.discard(self._key(area.node, area.path, False))
-                self._present.discard(self._key(area.node, area.path, True))
+                self._present.discard(self._key(area.node, area.path, area.shared))
         by_name = {n.name: n for n in nodes}
         stamp = trash_stamp(self.store)
         jobs: list[tuple[ScratchArea, list[Node]]] = []

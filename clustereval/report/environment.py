@@ -21,7 +21,7 @@ from clustereval.report.fold import FOLD_NODES, folded_names
 from clustereval.report.markdown import Document
 from clustereval.report.preflight import across_nodes_line
 from clustereval.report.render import RunView, SectionResult
-from clustereval.report.units import iec, pcie_uni_gb_s, plural, span
+from clustereval.report.units import iec, joined, pcie_uni_gb_s, plural, span
 
 ACCESS_WORDS = {
     "local": "local execution (clustereval ran on the node itself)",
@@ -229,10 +229,10 @@ def _intro(view: RunView, env: EnvironmentRecord) -> str:
         used.append(f"[`lscpu`]({TOOL_URLS['lscpu']}) (CPUs and NUMA nodes)")
     fs_tools = [t for t in ("findmnt", "lsblk", "df") if t in ran]
     if fs_tools:
-        used.append(_join([f"[`{t}`]({TOOL_URLS[t]})" for t in fs_tools]) + " (mounts and their sizes)")
+        used.append(joined([f"[`{t}`]({TOOL_URLS[t]})" for t in fs_tools]) + " (mounts and their sizes)")
     if any(n.nics for n in nodes):
         nic_tools = [t for t in ("ibstat", "rdma link") if t.replace(" ", "-") in ran]
-        used.append(_join([f"[`{t}`]({TOOL_URLS[t]})" for t in nic_tools] + ["`/sys/class/infiniband`"]) + " "
+        used.append(joined([f"[`{t}`]({TOOL_URLS[t]})" for t in nic_tools] + ["`/sys/class/infiniband`"]) + " "
                     "(RDMA adapters and their port rates)")
     link = env.tool_links.get("software.py")
     if link:
@@ -241,11 +241,7 @@ def _intro(view: RunView, env: EnvironmentRecord) -> str:
     lead = "Inventory of every node, not a benchmark"
     if not used:
         return lead + f". Raw outputs are in [`{view.raw_rel}/env/`]({view.raw_rel}/env/)."
-    return (lead + ", read with " + _join(used) + f". Raw outputs are in [`{view.raw_rel}/env/`]({view.raw_rel}/env/).")
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return (lead + ", read with " + joined(used) + f". Raw outputs are in [`{view.raw_rel}/env/`]({view.raw_rel}/env/).")
 
 
 def _two_col(doc: Document, head: str, rows: list[tuple[str, str]]) -> None:

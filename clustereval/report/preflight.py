@@ -6,6 +6,7 @@ from clustereval.records import Gap
 from clustereval.records.run import AcrossNodesNotRun
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
+from clustereval.report.units import joined
 
 
 def render_preflight(view: RunView, doc: Document) -> SectionResult:
@@ -46,18 +47,14 @@ def render_setup_leftovers(view: RunView, doc: Document) -> SectionResult:
     return SectionResult(gaps=gaps)
 
 
-def _listed(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def across_nodes_line(why: AcrossNodesNotRun) -> str:
     """Why preflight left out its checks across nodes, naming the phases the run went on to and those
     that would have needed them: the header's line and the console's (no absence asserted: what ran
     is named)."""
     from clustereval.report.environment import PASS_WORDS
 
-    ran = _listed([PASS_WORDS.get(p, p) for p in why.phases])
-    would = _listed([PASS_WORDS.get(p, p) for p in why.across_nodes])
+    ran = joined([PASS_WORDS.get(p, p) for p in why.phases])
+    would = joined([PASS_WORDS.get(p, p) for p in why.across_nodes])
     checks = "Checks across nodes in preflight (TCP between the nodes, a CPU all-reduce through gloo)"
     do = "does" if len(why.across_nodes) == 1 else "do"
     if why.resume:

@@ -44,7 +44,16 @@ from clustereval.report.fold import (
 from clustereval.report.gaps import say
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps, setup_gaps
-from clustereval.report.units import fmt_bw, fmt_iops_m, fmt_latency, fmt_ratio, fmt_target, iec_df, iec_whole
+from clustereval.report.units import (
+    fmt_bw,
+    fmt_iops_m,
+    fmt_latency,
+    fmt_ratio,
+    fmt_target,
+    iec_df,
+    iec_whole,
+    joined,
+)
 
 DD_URL = "https://www.gnu.org/software/coreutils/manual/html_node/dd-invocation.html"
 # the layout tools, linked where the report first names them
@@ -196,7 +205,7 @@ def partition_facts(rows: list[FilesystemInfo]) -> list[str]:
     for label, group in by_type.items():
         if len(group) < 2:
             continue
-        names = _join([_code(fs.mount) for fs in group])
+        names = joined([_code(fs.mount) for fs in group])
         servers = {_server(fs.source) for fs in group}
         if len(servers) == 1 and "" not in servers:
             facts.append(f"{names} are separate {label} filesystems served from {_code(servers.pop())}.")
@@ -207,12 +216,6 @@ def partition_facts(rows: list[FilesystemInfo]) -> list[str]:
             facts.append(f"{_code(fs.mount)} is mounted as {fs.fstype}, a share protocol; the product behind it "
                          f"is {fs.product}.")
     return facts
-
-
-def _join(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 # ---- Introduction -----------------------------------------------------------------------------
@@ -232,7 +235,7 @@ def measured_words(scan: MountScan) -> str:
     sizes = _sizes_of(scan)
     both = all(scan.cell(size, rw) for size in sizes for rw in OPS)
     if both:
-        labels = _join([iec_whole(s) for s in sizes])
+        labels = joined([iec_whole(s) for s in sizes])
         if len(sizes) == 3:
             return f"file sizes {labels} (correspondingly small, medium and large), each read and write"
         return f"file size{'s' if len(sizes) > 1 else ''} {labels}, {'each ' if len(sizes) > 1 else ''}read and write"
@@ -240,7 +243,7 @@ def measured_words(scan: MountScan) -> str:
     for size in sizes:
         ops = [rw for rw in OPS if scan.cell(size, rw)]
         parts.append(f"{iec_whole(size)} {' and '.join(ops)}")
-    return _join(parts)
+    return joined(parts)
 
 
 def _num_runs(scan: MountScan) -> int:
@@ -269,7 +272,7 @@ def not_run_words(rec: StorageRecord) -> str:
     """What a storage section without a figure says in its Introduction: the scans did not run, and where to read why."""
     missing = [g.node for g in rec.gaps if g.kind == "storage.fio-missing"
                or (not g.kind and "`fio` is not installed" in g.text)]  # an older run's worded Gap
-    why = f"`fio` is not installed on {_join(missing)}" if missing else "no run produced figures"
+    why = f"`fio` is not installed on {joined(missing)}" if missing else "no run produced figures"
     return f"the local and shared scans did not run: {why} (the Gaps below say what to do)."
 
 
@@ -297,12 +300,12 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
             text += f": the same {_num_runs(scan)} run{'s' if _num_runs(scan) != 1 else ''}."
         described = described or scan
         if scan.stands_for:
-            others = _join([_code(p) for p in scan.stands_for])
+            others = joined([_code(p) for p in scan.stands_for])
             verb = "is" if len(scan.stands_for) == 1 else "are"
             text += (f" {others} {verb} the same type and size ({iec_df(scan.size_bytes)} "
                      f"{type_label(scan.fstype)}), so these figures stand for {'it' if len(scan.stands_for) == 1 else 'them'} too.")
         if scan.same_volume:
-            others = _join([_code(p) for p in scan.same_volume])
+            others = joined([_code(p) for p in scan.same_volume])
             text += f" {others} {'is' if len(scan.same_volume) == 1 else 'are'} on the same volume."
         items.append(text)
     cw = rec.concurrent
@@ -329,9 +332,9 @@ def write_introduction(doc: Document, view: RunView, rec: StorageRecord) -> None
         groups = group_by_measurement(measured)
         rule = (f"Shared mounts share one table only if every bandwidth and IOPS cell differs by at most "
                 f"{EQUIVALENCE_TOLERANCE:.0%} (`abs(a - b) / min(a, b)`); ")
-        joined = [g for g in groups if len(g) > 1]
-        if joined:
-            rule += "; ".join(_join([_code(s.mount) for s in g]) + " met it" for g in joined) + "."
+        together = [g for g in groups if len(g) > 1]
+        if together:
+            rule += "; ".join(joined([_code(s.mount) for s in g]) + " met it" for g in together) + "."
         else:
             rule += "no two scanned mounts met it, so each has its own table."
         notes.append(rule)
@@ -401,10 +404,10 @@ def shared_headings(groups: list[list[MountScan]]) -> list[str]:
 
 def write_shared(doc: Document, heading: str, group: list[MountScan], local: MountScan | None, first: bool) -> None:
     lead = group[0]
-    doc.heading(3, heading, note=f"`fio` on {_join([_code(s.mount) for s in group])}")
+    doc.heading(3, heading, note=f"`fio` on {joined([_code(s.mount) for s in group])}")
     sentence = f"{_volume_words(lead)[:-1]}, {_code(lead.source)})"
     if len(group) > 1:
-        others = _join([f"{_code(s.mount)} ({iec_df(s.size_bytes)})" for s in group[1:]])
+        others = joined([f"{_code(s.mount)} ({iec_df(s.size_bytes)})" for s in group[1:]])
         sentence += (f"; {others} measured within {EQUIVALENCE_TOLERANCE:.0%} of these figures in every bandwidth and "
                      "IOPS cell, so this table stands for "
                      f"{'it' if len(group) == 2 else 'them'} too (each mount's own figures are in the raw folder)")
@@ -499,7 +502,7 @@ def measurement_line(scan: MountScan, grouped: bool) -> str:
 
 def _ask(scan: MountScan) -> str:
     sizes = _sizes_of(scan)
-    cells = (f"{_join([iec_whole(s) for s in sizes])}, read and write"
+    cells = (f"{joined([iec_whole(s) for s in sizes])}, read and write"
              if all(scan.cell(size, rw) for size in sizes for rw in OPS) else measured_words(scan))
     ask = f"one expected value per measured cell — MiB/s or IOPS at {cells}, {CONDITIONS}"
     if scan.shared:
@@ -538,7 +541,7 @@ def _siblings(scan: MountScan, partitions: list[FilesystemInfo], scanned: set[st
               and iec_df(fs.size_bytes) != iec_df(scan.size_bytes)]
     if not others:
         return ""
-    names = _join([f"{_code(fs.mount)} ({iec_df(fs.size_bytes)})" for fs in others])
+    names = joined([f"{_code(fs.mount)} ({iec_df(fs.size_bytes)})" for fs in others])
     verb = "differs" if len(others) == 1 else "differ"
     return (f" {names} {verb} in size from {_code(scan.mount)}, so each has its own figures and needs its own scan; "
             "scan the one the workload writes to hardest first.")
@@ -592,7 +595,7 @@ def scan_finding(scan: MountScan, judgement: Judgement, local: MountScan | None,
                              f"{fmt_target(c.target, c.unit, grouped)}")
     unjudged = ""
     if judgement.unjudged:
-        unjudged = f" The operator's figures have no entry for {_join([_key_words(k) for k in judgement.unjudged])}."
+        unjudged = f" The operator's figures have no entry for {joined([_key_words(k) for k in judgement.unjudged])}."
     if judgement.verdict == "healthy":
         text = (f"{measured} Every cell with a target{source} is at or above it, or within "
                 f"{TARGET_TOLERANCE:.0%} below: " + "; ".join(pairs) + "." + unjudged)

@@ -108,6 +108,13 @@ def short_list(names: list[str], limit: int = 8) -> str:
     return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
+def joined(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c`` ("" for none)."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
