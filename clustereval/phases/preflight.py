@@ -110,7 +110,7 @@ class Preflight:
         without the cross-node TCP check and the gloo all-reduce; what ``benchmarks/fleet_orchestration.py``
         times at fleet size, where the nodes are aliases of a few hosts that share their ports."""
         rec = self.rec
-        rec.checklist = checklist(self.cfg, self.ctx.transport.describe(), self.nodes)
+        rec.checklist = checklist(self.cfg, self.ctx.transport.describe(), self.nodes, across_nodes=collective)
         rec.missing = [c.need for c in rec.checklist if c.required and not c.known and c.need != "GPUs per node"]
         if self.multi:
             rec.rendezvous = f"{self.nodes[0].address}:{self.cfg.rdzv_port}"
@@ -125,10 +125,6 @@ class Preflight:
             steps.insert(0, self._allocation)
         if self.multi and collective:
             steps += [self._tcp, self._gloo]
-        elif self.multi:
-            item = next(c for c in rec.checklist if c.need == "SSH / launcher details")
-            item.value = item.value.replace("passwordless SSH between nodes checked below",
-                                            "passwordless SSH between nodes not checked (no check across nodes here)")
         for step in steps:
             if not step():
                 break

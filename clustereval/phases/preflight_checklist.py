@@ -9,9 +9,11 @@ from clustereval.report.units import short_list
 from clustereval.transport.base import Node
 
 
-def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None) -> list[ChecklistItem]:
+def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = None, *,
+              across_nodes: bool = True) -> list[ChecklistItem]:
     """The seed's "Ask now, not later" rows, from the config and the node list (GPUs may be
-    detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's."""
+    detected later). ``nodes``: the transport's node list (a Slurm allocation's); default the config's.
+    ``across_nodes``: whether preflight runs its checks across nodes (passwordless SSH between nodes among them)."""
     items: list[ChecklistItem] = []
     names = [n.name for n in nodes] if nodes is not None else list(config.nodes)
     multi = len(names) >= 2
@@ -33,7 +35,8 @@ def checklist(config: Config, transport_desc: str, nodes: list[Node] | None = No
     if config.access == "ssh":
         port = f"port {config.ssh.port}" if config.ssh.port is not None else "port from the ssh configuration"
         user = f", user {config.ssh.user}" if config.ssh.user else ""
-        peers = "; passwordless SSH between nodes checked below" if multi else ""
+        peers = "" if not multi else ("; passwordless SSH between nodes checked below" if across_nodes else
+                                      "; passwordless SSH between nodes not checked (no check across nodes here)")
         items.append(ChecklistItem("SSH / launcher details", True, f"{port}{user}{peers}"))
     elif config.access == "slurm":
         items.append(ChecklistItem("SSH / launcher details", True, "srun inside the allocation (no SSH needed); "
