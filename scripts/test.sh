@@ -29,6 +29,7 @@ python3 -m pip install -e .
 ruff check .
 python3 -m mypy clustereval  # the settings are pyproject.toml's [tool.mypy]
 # one pytest-xdist worker per core; tests that share a run or this machine's ports stay in one
-# worker (tests/conftest.py, xdist_groups). Then the 20 slowest tests and pytest's last line: the
+# worker (tests/conftest.py, xdist_groups). Then the 20 test phases that cost the most CPU (on two
+# cores the suite is bound by CPU: tests/cputime.py), the 20 slowest, and pytest's last line: the
 # counts and the total time
-python3 -m pytest -q -n "$(nproc)" --dist loadgroup --durations=20
+python3 -m pytest -q -n "$(nproc)" --dist loadgroup --cpu-top=20 --durations=20

@@ -40,6 +40,7 @@ def _gaps(closeout: str) -> list[str]:
         if "\n## Gaps\n" in closeout else []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _no_adapter(), reason="this machine has an RDMA adapter: ibstat and rdma are wanted here")
 def test_a_cpu_machine_without_rdma_or_nvidia_tools(tmp_path):
     path = path_without(tmp_path / "bin", *NO_RDMA_NO_NVIDIA)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from rich.console import Console
 
 from clustereval.console import RunConsole, fmt_duration, phase_reason
@@ -90,6 +91,7 @@ def test_the_live_display_shows_the_step_and_counts_the_time_left_down():
     assert "[matmul] start" not in text  # the live line shows the start; no extra line for it
 
 
+@pytest.mark.slow
 def test_a_run_prints_the_reason_of_a_skipped_phase_and_ends_with_the_report_path(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

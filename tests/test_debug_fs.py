@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tarfile
 
+import pytest
+
 from clustereval.analysis.fs_debug import report_lines
 from clustereval.config import Config
 from clustereval.debug.fs import debug_fs
@@ -17,6 +19,7 @@ def _config(tmp_path, local) -> Config:
                   reports_dir=str(tmp_path / "reports"))
 
 
+@pytest.mark.slow
 @needs_fio
 def test_quick_scan_layout_verdict_and_evidence(tmp_path):
     # the mount is its own filesystem (a tmpfs), so the local disk under tmp_path is a different one
@@ -111,6 +114,7 @@ def test_a_file_is_refused_before_any_snapshot_or_scan(tmp_path):
     assert not any((tmp_path / "r").glob("raw-*"))  # no run folder, no snapshot, no scan
 
 
+@pytest.mark.slow
 @needs_fio
 def test_the_local_side_is_another_filesystem_and_the_eta_never_restarts(tmp_path):
     # local_scratch sits on the very tmpfs being measured: comparing it with itself says nothing

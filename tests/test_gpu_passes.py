@@ -36,6 +36,7 @@ def kinds_by_name(records: dict) -> dict:
 # -- the real worker on two CPU stand-in GPUs ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_four_passes_give_every_cpu_gpu_four_repeats_in_matmul_and_lemon(tmp_path):
     settings = GpuSettings(device="cpu", cpu_gpus=2, settle_s=0.02, sustain_s=0.05, soak_min_s=0.05, soak_max_s=0.2,
                            grid="M=32|64,N=32|64,K=64", lemon_size=64)

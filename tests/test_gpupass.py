@@ -182,6 +182,7 @@ def _worker_events(env_extra: dict[str, str]) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow
 def test_the_vote_names_the_gpu_that_computed_a_wrong_answer(tmp_path):
     """Four worker processes (four one-GPU nodes); the third's torch.mm is made wrong for one bf16
     shape, so it really returns other bits."""

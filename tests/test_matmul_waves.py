@@ -252,6 +252,7 @@ def test_the_worker_runs_the_whole_wave_search_without_a_grid():
     assert rc == 0 and _result(events)["timing"]["layout"] == "tn"
 
 
+@pytest.mark.slow
 def test_the_phase_forwards_the_layout_and_its_report_lints(tmp_path):
     from clustereval.phases.matmul import MatmulPhase
     from clustereval.phases.settings import GpuSettings

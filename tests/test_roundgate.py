@@ -46,6 +46,7 @@ def _rows(proc: subprocess.Popen, timeout_s: float) -> tuple[list[dict], list[di
     return [e for e in events if e.get("event") == "row"], [e for e in events if e.get("event") == "gate-unavailable"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_jobs_of_a_round_take_every_sample_together_though_one_starts_late():
     port = _free_port()
@@ -64,6 +65,7 @@ def test_two_jobs_of_a_round_take_every_sample_together_though_one_starts_late()
         assert min(job[i]["started_unix_s"] for job in rows) >= max(job[i - 1]["ended_unix_s"] for job in rows) - 0.002
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_job_whose_round_mate_never_comes_samples_alone_after_the_timeout_and_says_so():
     proc = _job(_free_port(), pairs=2, index=0, timeout_s=5)

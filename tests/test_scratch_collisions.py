@@ -56,6 +56,7 @@ def test_same_run_name_from_two_reports_folders_gets_two_scratch_folders(tmp_pat
     assert scratch_for(b).path_for(str(mount)) == area_b.path
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_concurrent_runs_by_one_user_on_one_mount(tmp_path):
     scratch = tmp_path / "scratch"

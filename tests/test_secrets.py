@@ -40,6 +40,7 @@ def _files_holding(root, needle: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting the planted overlay needs root")
 def test_a_planted_token_reaches_no_file_and_no_console_line(tmp_path):

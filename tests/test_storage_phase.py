@@ -30,6 +30,7 @@ from tests.storagehelpers import (
 )
 
 
+@pytest.mark.slow
 @needs_fio
 def test_six_run_scan_of_local_and_shared_leaves_nothing_outside_trash(tmp_path):
     local, shared = tmp_path / "local", tmp_path / "shared"
@@ -151,6 +152,7 @@ def start_storage_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return proc, tmp_path / "local" / "evaluser"
 
 
+@pytest.mark.slow
 @needs_fio
 def test_ctrl_c_mid_scan_still_moves_everything_to_trash(tmp_path):
     proc, users = start_storage_run(tmp_path)

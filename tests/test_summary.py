@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from clustereval.analysis.summary import NO_REPEATS, SUMMARY_FILE, SUMMARY_SCHEMA_VERSION, build_summary
 from clustereval.records import Gap
 from clustereval.store import RunState
@@ -142,6 +144,7 @@ def test_docs_name_every_key_and_figure_kind(tmp_path):
         assert f"`{kind}`" in text, f"docs/summary.md does not document the figure kind `{kind}`"
 
 
+@pytest.mark.slow
 def test_real_run_writes_summary_and_junit(tmp_path):
     """`clustereval run` on this machine (storage phase, smoke profile): real fio figures in summary.json."""
     import xmlschema
