@@ -327,12 +327,16 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
                                    timeout_s=timeout_s, log_dir=f"{log_dir}/{slug(n.name, '-', 'launch')}") for n in nodes}
     t0 = time.monotonic()
     job = _Job(ctx, nodes, argvs, envs)
-    job.watch(timeout_s)
-    info.seconds = round(time.monotonic() - t0, 1)
-    info.stop_reason = job.stop_reason
-    if job.stop_reason or any(e.state != "ok" for e in job.exits.values()):
-        # nothing of the job may outlive it: not on the nodes, not on the port
-        info.port_free = job.reap(port)
+    try:
+        job.watch(timeout_s)
+        info.seconds = round(time.monotonic() - t0, 1)
+        info.stop_reason = job.stop_reason
+        if job.stop_reason or any(e.state != "ok" for e in job.exits.values()):
+            # nothing of the job may outlive it: not on the nodes, not on the port
+            info.port_free = job.reap(port)
+    except KeyboardInterrupt:
+        job.stop_now(port)
+        raise
     outputs = job.outputs()
     events: list[dict] = []
     for node in nodes:
@@ -465,6 +469,16 @@ class _Job:
                      else "stopped by us: the job ran out of time" if state == "timed-out"
                      else f"stopped by us after {self.stop_reason}")
             self.exits[name] = NodeExit(node=name, state=state, rc=None, seconds=self._elapsed(), cause=cause)
+
+    def stop_now(self, port: int) -> None:
+        """The second Ctrl-C came while the job ran or was being stopped: the run stops now, but
+        nothing of the job may outlive it, so its connections are closed and every process of the
+        job on every node is killed before the interrupt goes on (seconds: the reap's TERM, then
+        KILL). Without this the nodes' processes were left to their watchdog, and a node whose
+        launcher was slow to handle its TERM still ran the job after the run had exited."""
+        self.stop_reason = self.stop_reason or "interrupted"
+        self._stop_all()
+        self.reap(port)
 
     def reap(self, port: int) -> bool | None:
         """Kill every process of the job left on every node; True when the endpoint's port is free."""
