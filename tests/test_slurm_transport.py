@@ -122,7 +122,7 @@ def test_node_down_during_the_run_names_the_node(slurm_cluster):
         with pytest.raises(TransportError) as err:
             t.run(nodes[0], ["hostname"])
         assert err.value.error_id == "slurm-node-down"
-        assert err.value.node == down
+        assert err.value.node == down, (err.value.node, err.value.message)
         assert "(reason: test)" in err.value.message and "\n" not in err.value.message
     finally:
         t.close()

@@ -326,8 +326,9 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
                                    endpoint=endpoint, run_id=run_id, plan=job_plan, rdzv_timeout_s=rdzv_timeout_s,
                                    timeout_s=timeout_s, log_dir=f"{log_dir}/{slug(n.name, '-', 'launch')}") for n in nodes}
     t0 = time.monotonic()
-    job = _Job(ctx, nodes, argvs, envs)
+    job = _Job(ctx, nodes, envs)
     try:
+        job.launch(argvs)
         job.watch(timeout_s)
         info.seconds = round(time.monotonic() - t0, 1)
         info.stop_reason = job.stop_reason
@@ -382,7 +383,7 @@ class _Job:
     """One torchrun per node, watched together: the first failure, the deadline or ``ctx.stop``
     stops them all at once."""
 
-    def __init__(self, ctx: RunContext, nodes: list[Node], argvs: dict[str, list[str]], envs: dict) -> None:
+    def __init__(self, ctx: RunContext, nodes: list[Node], envs: dict) -> None:
         self.ctx, self.nodes = ctx, nodes
         self.envs = envs
         self.lines: dict[str, list[str]] = {n.name: [] for n in nodes}
@@ -391,7 +392,11 @@ class _Job:
         self.readers: dict[str, threading.Thread] = {}
         self.stop_reason = ""
         self.start = time.monotonic()
-        for node in nodes:
+
+    def launch(self, argvs: dict[str, list[str]]) -> None:
+        """Start torchrun on every node (``argvs``: node name -> its command)."""
+        ctx, envs = self.ctx, self.envs
+        for node in self.nodes:
             env = envs[node.name]
             if ctx.stop.is_set():  # interrupted before the job started: start nothing
                 self.stop_reason = "interrupted"
@@ -471,7 +476,7 @@ class _Job:
             self.exits[name] = NodeExit(node=name, state=state, rc=None, seconds=self._elapsed(), cause=cause)
 
     def stop_now(self, port: int) -> None:
-        """The second Ctrl-C came while the job ran or was being stopped: the run stops now, but
+        """The second Ctrl-C came while the job started, ran or was being stopped: the run stops now, but
         nothing of the job may outlive it, so its connections are closed and every process of the
         job on every node is killed before the interrupt goes on (seconds: the reap's TERM, then
         KILL). Without this the nodes' processes were left to their watchdog, and a node whose
