@@ -24,7 +24,7 @@ from clustereval.probes import slurm as probe
 from clustereval.report.units import fmt_duration
 from clustereval.transport.base import Node
 from clustereval.transport.slurm import client
-from clustereval.transport.slurm.failures import job_ended_error, salloc_error
+from clustereval.transport.slurm.failures import blamed_first, job_ended_error, salloc_error
 from clustereval.transport.slurm.steps import KILL_GRACE_S
 
 CLEANUP_TIME_LIMIT = "10"  # minutes: the short allocation that clears scratch after the run's own one ended
@@ -188,7 +188,7 @@ class Allocation:
         where = f"partition {part}" if part else "the default partition"
         if "node" in text.lower() and ("not available" in text.lower() or "ReqNodeNotAvail" in text
                                        or "NodeDown" in text):
-            down = [n for n in client.node_states(partition=part) if not n.usable]
+            down = blamed_first(client.node_states(partition=part))  # a down node before one missing pings
             if down:
                 first = down[0]
                 others = f" (and {len(down) - 1} more)" if len(down) > 1 else ""
