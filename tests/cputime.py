@@ -5,7 +5,7 @@ cheaper are the ones this lists. Loaded by ``tests/conftest.py``.
 Each phase of a test (setup, call, teardown) records the CPU seconds its worker process and the
 children it waited for used during the phase (``getrusage``, user + system) as the report's
 ``cpu_s`` user property, which pytest-xdist carries to the controller. ``--cpu-top=N`` prints the N
-tests that used the most (0, the default, prints none). A process a test started and never waited
+test phases that used the most (0, the default, prints none). A process a test started and never waited
 for (a daemon another process reaps) is not counted; a session fixture's cost lands on the test
 that first asked for it, its teardown on the last."""
 
@@ -32,7 +32,7 @@ def pytest_addoption(parser) -> None:
                      help="print the N tests that used the most CPU seconds (with their children's)")
 
 
-def _measured(item, when: str):
+def _measured(item):
     start = cpu_seconds()
     yield
     item.user_properties.append((CPU_KEY, round(cpu_seconds() - start, 3)))
@@ -40,17 +40,17 @@ def _measured(item, when: str):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    yield from _measured(item, "setup")
+    yield from _measured(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    yield from _measured(item, "call")
+    yield from _measured(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    yield from _measured(item, "teardown")
+    yield from _measured(item)
 
 
 class CpuTally:

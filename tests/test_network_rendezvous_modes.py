@@ -96,7 +96,9 @@ def test_every_job_uses_the_plan_preflight_proved_where_every_hostname_resolves(
     the pairwise hunt were launched with it unchanged."""
     cluster = four_node_smoke.cluster
     assert cluster.name_mode == "all" and four_node_smoke.result.returncode == 0, four_node_smoke.output[-3000:]
-    (report,) = sorted((cluster.workdir / "reports").glob("*.md"))
+    from tests.test_e2e import _report
+
+    report = _report(cluster.workdir)
     store = RunStore.open(report.parent / f"raw-{report.stem}")
     names = [n.name for n in cluster.nodes]
 
