@@ -59,6 +59,34 @@ def job_processes(run_id: str) -> list[str]:
     return found
 
 
+def _cmdline_and_parent(pid: str) -> tuple[str, str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+    with open(f"/proc/{pid}/stat") as fh:
+        parent = fh.read().rsplit(")", 1)[1].split()[1]
+    return cmd, parent
+
+
+def job_ranks(run_id: str) -> list[str]:
+    """The job's worker ranks on this machine: an interpreter running a worker module, or a process
+    torchrun forked to run a worker's file (its command line is its launcher's, and so is its
+    parent's)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd, parent = _cmdline_and_parent(pid)
+            forked = run_id in cmd and "--run_path" in cmd and _cmdline_and_parent(parent)[0] == cmd
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                started = f"TORCHELASTIC_RUN_ID={run_id}".encode() in fh.read() and "-m clustereval.workers." in cmd
+        except (OSError, IndexError):
+            continue
+        if forked or started:
+            found.append(f"{pid}: {cmd[:120]}")
+    return found
+
+
 def listening(cluster, index: int, port: int) -> bool:
     out = cluster.exec(index, ["ss", "-Htln", f"sport = :{port}"]).stdout
     return bool(out.strip())
@@ -107,10 +135,9 @@ def test_stop_kills_the_running_job_on_every_node_within_seconds(tmp_path, clust
         ctx, label="long", module="allreduce", args=args, nodes=ctx.nodes, nproc=1, port=port, timeout_s=600)))
     t.start()
     deadline = time.monotonic() + 400
-    while time.monotonic() < deadline and len([p for p in job_processes(run_id) if "clustereval.workers" in p]) < 3:
+    while time.monotonic() < deadline and len(job_ranks(run_id)) < 3:
         time.sleep(1)  # every node's worker is running: the collective is under way
-    workers = [p for p in job_processes(run_id) if "clustereval.workers" in p]
-    assert len(workers) >= 3, job_processes(run_id)
+    assert len(job_ranks(run_id)) >= 3, job_processes(run_id)
     time.sleep(3)
     stopped_at = time.monotonic()
     ctx.stop.set()

@@ -2,7 +2,8 @@
 
 One torchrun per node, started through the transport at the same time, with the eval Python, a c10d
 rendezvous at the first node (``config.rdzv_port``), ``--max_restarts 0`` and ``--rdzv_conf
-timeout=60``. Every multi-node job of a run uses one ``RendezvousPlan``: the one preflight's gloo
+timeout=60``; it forks its ranks (``--run_path --start_method fork``: they start with the torch it
+imported, not an import each). Every multi-node job of a run uses one ``RendezvousPlan``: the one preflight's gloo
 check proved (recorded in the preflight record), else decided the same way from the nodes' answers
 (``analysis.rendezvous.plan_rendezvous``). A job is one unit: when any node's launcher exits
 non-zero, the time runs out or the run is interrupted (``ctx.stop``), every other launcher is
@@ -208,7 +209,12 @@ def host_port(host: str, port: int) -> str:
 
 def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], num_nodes: int, nproc: int,
                   endpoint: str, run_id: str, plan: RendezvousPlan, rdzv_timeout_s: int, timeout_s: float,
-                  log_dir: str) -> list[str]:
+                  log_dir: str, package_dir: str = "") -> list[str]:
+    """The node's torchrun command. With ``package_dir`` (the shipped package's folder on the node,
+    absolute) torchrun runs the worker's file in ranks forked from its own process (``--run_path
+    --start_method fork``): the ranks start with the torch the launcher already imported instead of
+    importing it again each, seconds per rank on a shared FS, and CUDA is first touched in the rank.
+    Without it, each rank is a new interpreter (``-m clustereval.workers.<module>``)."""
     # `timeout` is the runbook's key (the static and etcd backends read it); the c10d backend reads
     # `join_timeout` (default 600 s), so both are given to keep a failed attempt short
     conf = f"timeout={rdzv_timeout_s},join_timeout={rdzv_timeout_s}"
@@ -225,9 +231,17 @@ def torchrun_argv(ctx: RunContext, node: Node, *, module: str, args: list[str], 
             "--max_restarts", "0", "--rdzv_conf", conf]
     if node.name in plan.local_addrs:
         argv += ["--local_addr", plan.local_addrs[node.name]]
-    argv += ["--role", f"{node.name}:", "--tee", "3", "--log_dir", log_dir,
-             "-m", f"clustereval.workers.{module}", *args]
-    return argv
+    argv += ["--role", f"{node.name}:", "--tee", "3", "--log_dir", log_dir]
+    if package_dir:
+        argv += ["--run_path", "--start_method", "fork", f"{package_dir}/clustereval/workers/{module}.py"]
+    else:
+        argv += ["-m", f"clustereval.workers.{module}"]
+    return [*argv, *args]
+
+
+def _package_dir(env: dict[str, str] | TransportError) -> str:
+    """The shipped package's folder in a node's worker environment ('' when it could not be shipped)."""
+    return env.get("PYTHONPATH", "") if isinstance(env, dict) else ""
 
 
 def check_ports(ctx: RunContext, owner: Node, others: list[Node], host: str, port: int,
@@ -324,7 +338,8 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
     envs = dict(zip(names, run_parallel(nodes, ship, ctx.transport.fanout), strict=True))
     argvs = {n.name: torchrun_argv(ctx, n, module=module, args=args, num_nodes=len(nodes), nproc=nproc,
                                    endpoint=endpoint, run_id=run_id, plan=job_plan, rdzv_timeout_s=rdzv_timeout_s,
-                                   timeout_s=timeout_s, log_dir=f"{log_dir}/{slug(n.name, '-', 'launch')}") for n in nodes}
+                                   timeout_s=timeout_s, log_dir=f"{log_dir}/{slug(n.name, '-', 'launch')}",
+                                   package_dir=_package_dir(envs[n.name])) for n in nodes}
     t0 = time.monotonic()
     job = _Job(ctx, nodes, envs)
     try:

@@ -19,7 +19,7 @@ import argparse
 import math
 import time
 
-from clustereval.workers.distcommon import emit, finish, init_group, start_rank
+from clustereval.workers.distcommon import emit, finish, init_group, run_main, start_rank
 from clustereval.workers.roundgate import GateSpec, RoundGate
 
 KIB = 1024
@@ -334,4 +334,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from clustereval.workers.distcommon import emit, finish, init_group, start_rank
+from clustereval.workers.distcommon import emit, finish, init_group, run_main, start_rank
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,4 +51,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import socket
 import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -139,3 +142,24 @@ def finish() -> None:
 
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def run_main(main: Callable[[], int]) -> NoReturn:
+    """Run a worker's ``main`` as a rank and exit with its status, or with 1 and the traceback on
+    stderr when it raised.
+
+    torchrun starts the ranks either as new interpreters or forked from its own process
+    (``--run_path --start_method fork``). A forked rank inherits the launcher's signal handlers and
+    would hand an uncaught exception to torchrun's summary instead of printing it; here both kinds of
+    rank stop on SIGTERM and SIGINT as an interpreter does, and print their own traceback, so a rank's
+    output reads the same either way."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code = main()
+    except Exception:  # noqa: BLE001 - printed as the interpreter would, then the rank fails
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(code)

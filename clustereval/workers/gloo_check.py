@@ -1,7 +1,7 @@
 """CPU-only rendezvous check: one process per node, ``init_process_group("gloo")`` and an
 all-reduce whose result is checked. Isolates rendezvous and TCP from NCCL and GPUs.
 
-Started on every node by ``python -m torch.distributed.run ... -m clustereval.workers.gloo_check``;
+Started on every node by torchrun (``python -m torch.distributed.run``), one rank a node;
 prints one JSON line: ``{"event": "gloo", "rank": ..., "ok": true, ...}``.
 """
 
@@ -15,6 +15,8 @@ import os
 import socket
 import struct
 import sys
+
+from clustereval.workers.distcommon import run_main
 
 SIOCGIFADDR = 0x8915
 
@@ -61,4 +63,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
