@@ -329,7 +329,10 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
         base = ship_worker_env(ctx, node)
         if isinstance(base, TransportError):
             return base
-        env = {**base, "OMP_NUM_THREADS": "1", **(extra_env or {})}
+        # torchrun asks whether CUDA is there before it forks the ranks: through NVML that question
+        # leaves CUDA untouched in the launcher, so each forked rank can start it (else: "Cannot
+        # re-initialize CUDA in forked subprocess")
+        env = {**base, "OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(extra_env or {})}
         env.update(socket_env(job_plan, node.name, backend))
         env["TMPDIR"] = f"{scratch}/torchrun/tmp"
         env["CLUSTEREVAL_JOB"] = f"{tag}:{node.name}"
