@@ -51,3 +51,27 @@ def test_a_forked_rank_that_fails_prints_its_own_traceback_under_its_prefix():
     assert own[0] == "[gpu:0]:Traceback (most recent call last):"
     assert own[-1].startswith("[gpu:0]:RuntimeError: Cannot re-initialize CUDA in forked subprocess")
     assert text.index(own[-1]) < text.index("ChildFailedError")
+
+
+def test_a_worker_line_reaches_its_log_in_one_write(monkeypatch):
+    """torchrun's tee reads a rank's log file while it grows: a line written as text, then newline,
+    can be read in two pieces, each printed with the rank's prefix, and the event is lost."""
+    import io
+    import json
+
+    from clustereval.workers import distcommon
+
+    class Writes(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.calls.append(text)
+            return super().write(text)
+
+    out = Writes()
+    monkeypatch.setattr("sys.stdout", out)
+    distcommon.emit("hello", rank=3, host="n1")
+    (line,) = out.calls
+    assert line.endswith("\n") and json.loads(line) == {"event": "hello", "rank": 3, "host": "n1"}

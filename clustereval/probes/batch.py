@@ -42,9 +42,9 @@ def build_argv(commands: list[BatchCommand], token: str) -> list[str]:
     directory (``mktemp -d``: ``$TMPDIR``, else ``/tmp``) that is removed again when the script ends
     or is stopped, then each one's exit status, stdout and stderr between ``token`` lines, in order.
     The batch needs nothing of the run on the node, so it is as safe to run twice as its commands."""
-    lines = [f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/clustereval-batch.XXXXXX") || exit {NO_FOLDER_RC}',
-             "trap 'rm -rf \"$d\"' EXIT",
-             "trap 'exit 143' HUP INT TERM"]
+    # the traps come first: a stop that lands while the folder is being made still removes it
+    lines = ["d=", "trap '[ -z \"$d\" ] || rm -rf \"$d\"' EXIT", "trap 'exit 143' HUP INT TERM",
+             f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/clustereval-batch.XXXXXX") || exit {NO_FOLDER_RC}']
     for i, cmd in enumerate(commands):
         run = " ".join(shlex.quote(w) for w in ["timeout", "-k", str(KILL_GRACE_S), str(max(1, round(cmd.timeout_s))),
                                                  *cmd.argv])

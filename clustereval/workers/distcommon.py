@@ -20,7 +20,11 @@ from typing import Any, NoReturn
 
 
 def emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields}, sort_keys=False), flush=True)
+    """One JSON line, written whole: torchrun's ``--tee`` reads the rank's log file while it grows,
+    and a line that reached the file in two writes (``print`` writes the text, then the newline) can
+    be read in two pieces, each with the rank's prefix, and lost to the parser."""
+    sys.stdout.write(json.dumps({"event": event, **fields}, sort_keys=False) + "\n")
+    sys.stdout.flush()
 
 
 @dataclass

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import fcntl
-import json
 import os
 import socket
 import struct
 import sys
 
-from clustereval.workers.distcommon import run_main
+from clustereval.workers.distcommon import emit, run_main
 
 SIOCGIFADDR = 0x8915
 
@@ -54,10 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     dist.all_reduce(tensor)
     expected = world * (world + 1) / 2
     got = float(tensor.item())
-    print(json.dumps({"event": "gloo", "rank": rank, "world_size": world, "hostname": socket.gethostname(),
-                      "sum": got, "expected": expected, "ok": got == expected,
-                      "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME", ""), "torch": torch.__version__,
-                      "executable": sys.executable}), flush=True)
+    emit("gloo", rank=rank, world_size=world, hostname=socket.gethostname(), sum=got, expected=expected,
+         ok=got == expected, gloo_ifname=os.environ.get("GLOO_SOCKET_IFNAME", ""), torch=torch.__version__,
+         executable=sys.executable)
     dist.destroy_process_group()
     return 0 if got == expected else 1
 
