@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from clustereval.config import Config  # noqa: E402
 from clustereval.phases.base import RunContext  # noqa: E402
-from clustereval.phases.torchrun import torchrun_argv  # noqa: E402
+from clustereval.phases.torchrun import LAUNCHER_ENV, torchrun_argv  # noqa: E402
 from clustereval.records.network import RendezvousPlan  # noqa: E402
 from clustereval.store import RunStore  # noqa: E402
 from clustereval.transport.base import Node  # noqa: E402
@@ -57,8 +57,7 @@ def one_job(ctx: RunContext, node: Node, package_dir: str, nproc: int, backend: 
                          endpoint=f"127.0.0.1:{free_port()}", run_id=f"bench-{time.monotonic_ns()}",
                          plan=RendezvousPlan(), rdzv_timeout_s=60, timeout_s=300, log_dir=str(work / "logs"),
                          package_dir=package_dir)
-    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(work / "tmp"), OMP_NUM_THREADS="1",
-               PYTORCH_NVML_BASED_CUDA_CHECK="1")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(work / "tmp"), **LAUNCHER_ENV}  # as `launch` sets it
     cpu0, t0 = children_cpu_s(), time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     wall, cpu = time.monotonic() - t0, children_cpu_s() - cpu0

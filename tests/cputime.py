@@ -29,7 +29,7 @@ def cpu_seconds() -> float:
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--cpu-top", type=int, default=0, metavar="N",
-                     help="print the N tests that used the most CPU seconds (with their children's)")
+                     help="print the N test phases that used the most CPU seconds (with their children's)")
 
 
 def _measured(item):

@@ -55,6 +55,11 @@ from clustereval.records.network import (
 from clustereval.transport.base import Node, run_parallel
 
 DEFAULT_RDZV_TIMEOUT_S = 60
+# what every node's torchrun runs with beside the worker environment: one OpenMP thread per rank, and
+# torchrun's question whether CUDA is there (asked before it forks the ranks) answered through NVML,
+# which leaves CUDA untouched in the launcher so each forked rank can start it (asked through CUDA:
+# "Cannot re-initialize CUDA in forked subprocess")
+LAUNCHER_ENV = {"OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 KILL_GRACE_S = 10
 
 @dataclass
@@ -329,10 +334,7 @@ def launch(ctx: RunContext, *, label: str, module: str, args: list[str], nodes: 
         base = ship_worker_env(ctx, node)
         if isinstance(base, TransportError):
             return base
-        # torchrun asks whether CUDA is there before it forks the ranks: through NVML that question
-        # leaves CUDA untouched in the launcher, so each forked rank can start it (else: "Cannot
-        # re-initialize CUDA in forked subprocess")
-        env = {**base, "OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(extra_env or {})}
+        env = {**base, **LAUNCHER_ENV, **(extra_env or {})}
         env.update(socket_env(job_plan, node.name, backend))
         env["TMPDIR"] = f"{scratch}/torchrun/tmp"
         env["CLUSTEREVAL_JOB"] = f"{tag}:{node.name}"
