@@ -28,8 +28,9 @@ python3 -m pip install -e .
 
 ruff check .
 python3 -m mypy clustereval  # the settings are pyproject.toml's [tool.mypy]
-# one pytest-xdist worker per core; tests that share a run or this machine's ports stay in one
-# worker (tests/conftest.py, xdist_groups). Then the 20 test phases that cost the most CPU (on two
-# cores the suite is bound by CPU: tests/cputime.py), the 20 slowest, and pytest's last line: the
-# counts and the total time
-python3 -m pytest -q -n "$(nproc)" --dist loadgroup --cpu-top=20 --durations=20
+# one pytest-xdist worker more than the cores: a test that waits (on a node's start-up, a timeout,
+# a rate-limited link) leaves its core to the extra worker; tests that share a run or this machine's
+# ports stay in one worker (tests/conftest.py, xdist_groups). Then the 20 test phases that cost the
+# most CPU (on two cores the suite is bound by CPU: tests/cputime.py), the 20 slowest, and pytest's
+# last line: the counts and the total time
+python3 -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadgroup --cpu-top=20 --durations=20
