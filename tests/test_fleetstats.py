@@ -62,8 +62,7 @@ def test_a_five_percent_slow_gpu_among_eight_is_named_with_the_pooled_noise():
     assert g.noise_basis == "repeats" and g.noise_df == 16 and g.noise_frac == pytest.approx(pooled)
     (slow,) = g.slow
     assert slow.unit == "g7" and slow.shortfall_frac == pytest.approx(0.05) and slow.num_repeats == 3
-    # the mean's and the median's relative errors, times mean/median: the error of 1 - mean/median
-    se = math.sqrt(pooled ** 2 / 3 + math.pi / 2 * pooled ** 2 / 3 / 8) * 0.95
+    se = math.sqrt(pooled ** 2 / 3 + math.pi / 2 * pooled ** 2 / 3 / 8)
     assert slow.se_frac == pytest.approx(se) and slow.p_value == pytest.approx(t_sf(0.05 / se, 16))
     assert [u.unit for u in g.units if u.slow] == ["g7"]
 
@@ -108,23 +107,8 @@ def test_the_detectable_shortfall_is_the_threshold_or_the_critical_value_plus_it
     policy = VerdictPolicy()
     se = math.sqrt(0.01 ** 2 / 3 + math.pi / 2 * 0.01 ** 2 / 3 / 64)
     crit = t_quantile(0.01 / 64, 128)
-    # flagged from max(threshold, crit·se/(1 + crit·se)); found in 90% of runs when s − 1.2816·se·(1 − s) is there
-    flagged_from = max(0.02, crit * se / (1 + crit * se))
-    assert detectable_frac(0.01, 3, 64, 128, policy) == pytest.approx((flagged_from + 1.2815516 * se)
-                                                                      / (1 + 1.2815516 * se))
+    assert detectable_frac(0.01, 3, 64, 128, policy) == pytest.approx(max(0.02, crit * se) + 1.2815516 * se)
     assert detectable_frac(0.001, 10, 64, 576, policy) == pytest.approx(0.02, abs=5e-4)  # the threshold rules
-
-
-def test_a_unit_at_a_fiftieth_of_noisy_peers_is_named():
-    # the pairwise hunt on a loaded machine: the peers' samples move by half their value, the
-    # rate-limited node is steady at 2% of them; its shortfall's error is 2% of the peers' noise
-    rng = random.Random(7)
-    units = {f"n{i}": tuple(0.3 * (1 + rng.uniform(-0.6, 0.6)) for _ in range(5)) for i in range(3)}
-    units["slow"] = tuple(0.006 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(5))
-    (g,) = judge_fleet(_fleet(units), VerdictPolicy(threshold_frac=0.10))
-    assert g.noise_frac > 0.2 and [u.unit for u in g.slow] == ["slow"]
-    slow = g.slow[0]
-    assert slow.shortfall_frac > 0.97 and slow.se_frac < 0.03 * g.noise_frac and slow.p_value < 1e-6
 
 
 def test_a_thousand_healthy_gpus_name_nobody():

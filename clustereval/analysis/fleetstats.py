@@ -214,16 +214,11 @@ def detectable_frac(noise_frac: float, repeats: int, num_units: int, df: float, 
     se = _se(noise_frac, max(1, repeats), noise_frac / math.sqrt(max(1, repeats)), num_units)
     tests = num_tests or num_units
     crit = t_quantile(policy.alpha / tests, df if df > 0 else math.inf)
-    z = z_quantile(DETECTION_PROBABILITY)
-    # a shortfall s has the standard error se·(1 − s) (see _group): the estimate is flagged from
-    # crit·se / (1 + crit·se) on, and it lies at s − z·se·(1 − s) or above in that share of runs
-    flagged_from = max(policy.threshold_frac, crit * se / (1 + crit * se))
-    return (flagged_from + z * se) / (1 + z * se)
+    return max(policy.threshold_frac, crit * se) + z_quantile(DETECTION_PROBABILITY) * se
 
 
 def _se(noise_frac: float, repeats: int, unit_mean_sd_frac: float, num_units: int) -> float:
-    """The relative standard error of a unit's mean against the fleet median it is measured from:
-    the unit's own plus the median's. The shortfall 1 − mean/median has this times mean/median."""
+    """The shortfall's standard error: the unit's mean plus the fleet median it is measured from."""
     var_unit = noise_frac ** 2 / repeats
     var_median = MEDIAN_EFFICIENCY * unit_mean_sd_frac ** 2 / max(1, num_units)
     return math.sqrt(var_unit + var_median)
@@ -279,11 +274,8 @@ def _group(name: str, members: list[UnitSamples], policy: VerdictPolicy, num_tes
         noisy = (own is not None and g.noise_basis == "repeats" and own > g.noise_frac
                  and f_sf((own / g.noise_frac) ** 2, len(m.samples) - 1, g.noise_df) < policy.alpha / len(members))
         noise, df = (own, len(m.samples) - 1) if noisy and own is not None else (g.noise_frac, g.noise_df)
+        se = _se(noise, len(m.samples), unit_sd, len(members))
         short = (g.median - mean) / g.median
-        # the noise is a fraction of the unit's own mean, so its shortfall's error shrinks with the
-        # mean (the ratio's first-order error): a unit at a tenth of its peers is not hidden by
-        # noise measured on the peers' ten times larger figures
-        se = _se(noise, len(m.samples), unit_sd, len(members)) * (1 - short)
         if short <= 0:
             p = 1.0  # at or above the centre: no shortfall to test
         else:
