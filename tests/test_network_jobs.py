@@ -40,10 +40,9 @@ def left_after(run_id: str, grace_s: float = 20.0) -> list[str]:
     return job_processes(run_id)
 
 
-def job_processes(run_id: str) -> list[str]:
-    """Every process of the job on this machine (the bed's nodes share its process table): torchrun by
-    its --rdzv_id, the workers by the TORCHELASTIC_RUN_ID torchrun gives them."""
-    found = []
+def _process_table() -> dict[str, tuple[str, bytes, str]]:
+    """pid -> (command line, environment, parent pid) of every process this machine lets us read."""
+    table = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -52,36 +51,30 @@ def job_processes(run_id: str) -> list[str]:
                 cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
             with open(f"/proc/{pid}/environ", "rb") as fh:
                 env = fh.read()
-        except OSError:
+            with open(f"/proc/{pid}/stat") as fh:
+                parent = fh.read().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
             continue
-        if run_id in cmd or f"TORCHELASTIC_RUN_ID={run_id}".encode() in env:
-            found.append(f"{pid}: {cmd[:120]}")
-    return found
+        table[pid] = (cmd, env, parent)
+    return table
 
 
-def _cmdline_and_parent(pid: str) -> tuple[str, str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-    with open(f"/proc/{pid}/stat") as fh:
-        parent = fh.read().rsplit(")", 1)[1].split()[1]
-    return cmd, parent
+def job_processes(run_id: str) -> list[str]:
+    """Every process of the job on this machine (the bed's nodes share its process table): torchrun by
+    its --rdzv_id, the workers by the TORCHELASTIC_RUN_ID torchrun gives them."""
+    return [f"{pid}: {cmd[:120]}" for pid, (cmd, env, _) in _process_table().items()
+            if run_id in cmd or f"TORCHELASTIC_RUN_ID={run_id}".encode() in env]
 
 
 def job_ranks(run_id: str) -> list[str]:
     """The job's worker ranks on this machine: an interpreter running a worker module, or a process
     torchrun forked to run a worker's file (its command line is its launcher's, and so is its
     parent's)."""
+    table = _process_table()
     found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd, parent = _cmdline_and_parent(pid)
-            forked = run_id in cmd and "--run_path" in cmd and _cmdline_and_parent(parent)[0] == cmd
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                started = f"TORCHELASTIC_RUN_ID={run_id}".encode() in fh.read() and "-m clustereval.workers." in cmd
-        except (OSError, IndexError):
-            continue
+    for pid, (cmd, env, parent) in table.items():
+        forked = run_id in cmd and "--run_path" in cmd and table.get(parent, ("",))[0] == cmd
+        started = f"TORCHELASTIC_RUN_ID={run_id}".encode() in env and "-m clustereval.workers." in cmd
         if forked or started:
             found.append(f"{pid}: {cmd[:120]}")
     return found
