@@ -300,7 +300,13 @@ def readme_first_command(tmp_path_factory):
     return run
 
 
-PAIRWISE_RATE_MBIT = 50  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
+# ``four_node_pairwise`` holds every node's link to PAIRWISE_LINK_MBIT from the start, as a fabric's
+# links are held to their rate: unshaped, a gloo pair on a CPU shared with the rest of the suite carries
+# whatever the machine's load leaves it, and its samples moved by 60% and more from one to the next
+# (enough to hide a node four times slower); held to the link rate they moved by under 2% with three
+# CPU burners beside the bed. For the "slow" and "debug" commands node2's link is held to a quarter.
+PAIRWISE_LINK_MBIT = 400
+PAIRWISE_RATE_MBIT = 100  # node2's link in ``four_node_pairwise``: far below what a healthy pair carries
 
 
 class PairwiseCommand:
@@ -331,9 +337,10 @@ class PairwiseBed:
 
 @pytest.fixture(scope="session")
 def four_node_pairwise(tmp_path_factory):
-    """The suite's pairwise hunts on the 4-node SSH bed (gloo, one rank a node), three commands in
-    this order: ``clustereval pairwise`` on the even bed (``commands["even"]``), then with node2's
-    link held to ``PAIRWISE_RATE_MBIT`` both ways ``clustereval pairwise`` (``"slow"``) and
+    """The suite's pairwise hunts on the 4-node SSH bed (gloo, one rank a node, every link held to
+    ``PAIRWISE_LINK_MBIT``), three commands in this order: ``clustereval pairwise`` on the even bed
+    (``commands["even"]``), then with node2's link held to ``PAIRWISE_RATE_MBIT`` both ways
+    ``clustereval pairwise`` (``"slow"``) and
     ``clustereval debug nccl --sample-seconds 0.3`` (``"debug"``), each with the commands' default
     payload and samples. Read by the tests of the exit status, the fleet verdicts, the debug
     workflow's ranking and the scratch each command leaves.
@@ -353,6 +360,8 @@ def four_node_pairwise(tmp_path_factory):
                                       reports_dir=str(reports))
         roots = [cluster.node_scratch_dir(i) for i in range(4)]
         bed = PairwiseBed([n.name for n in cluster.nodes], cluster.nodes[2].name, reports, roots, cluster.shared_dir)
+        for i in range(4):
+            cluster.shape(i, rate_mbit=PAIRWISE_LINK_MBIT)
         for key, argv in (("even", ["pairwise"]), ("slow", ["pairwise"]),
                           ("debug", ["debug", "nccl", "--sample-seconds", "0.3"])):
             if key == "slow":

@@ -2,10 +2,13 @@
 rate-limited names that node with its confidence and nobody else; un-throttled it names nobody and
 says the smallest shortfall the run could have found. Both report sentences pass lint.
 
-gloo on CPU ranks on a shared build machine: the load moves a node's pairs by more than the default
-2% threshold from round to round (a real, repeatable shortfall as far as the samples can tell, but
-of the machine, not the link), so the bed judges at a 10% practical threshold; a link held to
-50 Mbit/s (``conftest.PAIRWISE_RATE_MBIT``) is far below either."""
+gloo on CPU ranks on a shared build machine: every link of the bed is held to
+``conftest.PAIRWISE_LINK_MBIT``, and yet the load now and then takes a pair a few percent below it
+for a round (a real, repeatable shortfall as far as the samples can tell, but of the machine, not
+the link), so the bed judges at a 10% practical threshold, not the default 2%, and calls the even
+bed healthy when a node 20% short would have been found (the default 10% is below what a 10%
+threshold can find); node2's link, held to a quarter of the others (``conftest.PAIRWISE_RATE_MBIT``),
+is far below either."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from clustereval.records.network import PairwiseRecord
 from clustereval.report.fleet import fleet_findings
 from clustereval.report.lint import lint_text
 
-BED_POLICY = VerdictPolicy(threshold_frac=0.10)
+BED_POLICY = VerdictPolicy(threshold_frac=0.10, max_detectable_frac=0.20)
 HUNT = (2 * 2**20, 5)  # bytes a pair all-reduces and samples a pair: the gloo hunt's defaults
 
 
@@ -53,7 +56,7 @@ def test_a_rate_limited_node_is_named_with_its_confidence_and_nobody_else(four_n
     assert calm.stragglers == [] and all(p.busbw_gb_s is not None for p in calm.pairs)
     (kind,) = fleet_judgements({"pairwise": calm}, BED_POLICY)
     (group,) = kind.groups
-    assert group.slow == [] and group.detectable_frac is not None, [
+    assert group.slow == [] and group.why_not == "" and group.detectable_frac is not None, [
         (u.unit, u.shortfall_frac, u.p_value) for u in group.units]
     (healthy,) = fleet_findings([kind], [])
     assert healthy.category == "healthy" and healthy.subsystem == "fabric"
