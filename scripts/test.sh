@@ -27,10 +27,25 @@ python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout pyte
 python3 -m pip install -e .
 
 ruff check .
-python3 -m mypy clustereval  # the settings are pyproject.toml's [tool.mypy]
+# mypy (the settings are pyproject.toml's [tool.mypy]) type-checks beside the tests, not before them:
+# its half minute of one core then shares the cores with them instead of holding up their start.
+# Its output comes after pytest's; either failing fails the command
+mypy_log="$(mktemp)"
+python3 -m mypy clustereval >"$mypy_log" 2>&1 &
+mypy_pid=$!
 # one pytest-xdist worker more than the cores: a test that waits (on a node's start-up, a timeout,
 # a rate-limited link) leaves its core to the extra worker; tests that share a run or this machine's
 # ports stay in one worker (tests/conftest.py, xdist_groups). Then the 20 test phases that cost the
 # most CPU (on two cores the suite is bound by CPU: tests/cputime.py), the 20 slowest, and pytest's
 # last line: the counts and the total time
-python3 -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadgroup --cpu-top=20 --durations=20
+pytest_rc=0
+python3 -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadgroup --cpu-top=20 --durations=20 || pytest_rc=$?
+mypy_rc=0
+wait "$mypy_pid" || mypy_rc=$?
+echo "mypy:"
+cat "$mypy_log"
+rm -f "$mypy_log"
+if [ "$mypy_rc" -ne 0 ]; then
+    exit "$mypy_rc"
+fi
+exit "$pytest_rc"
