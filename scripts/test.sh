@@ -37,8 +37,8 @@ python3 -m compileall -q clustereval tests >/dev/null
 mypy_log="$(mktemp)"
 python3 -m mypy clustereval >"$mypy_log" 2>&1 &
 mypy_pid=$!
-# one pytest-xdist worker more than the cores: a test that waits (on a node's start-up, a timeout,
-# a rate-limited link) leaves its core to the extra worker; tests that share a run or this machine's
+# two pytest-xdist workers more than the cores: a test that waits (on a node's start-up, a timeout,
+# a rate-limited link) leaves its core to the extra workers; tests that share a run or this machine's
 # ports stay in one worker (tests/conftest.py, xdist_groups). Then the 20 test phases that cost the
 # most CPU (on two cores the suite is bound by CPU: tests/cputime.py), the 20 slowest, and pytest's
 # last line: the counts and the total time
