@@ -111,6 +111,25 @@ def test_the_detectable_shortfall_is_the_threshold_or_the_critical_value_plus_it
     assert detectable_frac(0.001, 10, 64, 576, policy) == pytest.approx(0.02, abs=5e-4)  # the threshold rules
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: a steady unit far below noisy peers gets its shortfall's standard error from the peers' "
+    "pooled noise, not its own steadiness (here 0.19, not under 0.03 of the noise; p 5e-5, not under "
+    "1e-6); at 62% noise with five samples the 4-node bed's node2, 98% short, went unnamed once in five "
+    "loaded suite runs. The ratio's error (se × mean/median) passed this test but named healthy GPUs "
+    "in up to 6.4% of simulated fleets against the stated 1% (benchmarks/fleet_stats.py, "
+    "docs/performance.md), so it was reverted"))
+def test_a_unit_at_a_fiftieth_of_noisy_peers_is_named():
+    # the pairwise hunt on a loaded machine: the peers' samples move by half their value, the
+    # rate-limited node is steady at 2% of them; its shortfall's error is 2% of the peers' noise
+    rng = random.Random(7)
+    units = {f"n{i}": tuple(0.3 * (1 + rng.uniform(-0.6, 0.6)) for _ in range(5)) for i in range(3)}
+    units["slow"] = tuple(0.006 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(5))
+    (g,) = judge_fleet(_fleet(units), VerdictPolicy(threshold_frac=0.10))
+    assert g.noise_frac > 0.2 and [u.unit for u in g.slow] == ["slow"]
+    slow = g.slow[0]
+    assert slow.shortfall_frac > 0.97 and slow.se_frac < 0.03 * g.noise_frac and slow.p_value < 1e-6
+
+
 def test_a_thousand_healthy_gpus_name_nobody():
     rng = random.Random(29)
     units = [UnitSamples(f"g{i}", tuple(700 * (1 + rng.gauss(0, 0.02)) for _ in range(3))) for i in range(1000)]
