@@ -244,26 +244,31 @@ def cleanup_run(config: Config, run_dir: Path, *, console: Console, out: Console
 
 
 def cleanup_venvs(config: Config, *, console: Console, out: Console) -> int:
-    """``clustereval cleanup --venvs``: remove the eval venvs earlier runs cached on the nodes
-    (``phases/venvcache.py``); every other folder is left alone and named with why."""
-    from clustereval.phases.venvcache import cache_root_of, clear_cache
+    """``clustereval cleanup --venvs``: move the eval venvs this user's earlier runs cached on the nodes
+    into ``<mount>/<user>/trash/<stamp>/`` (``phases/venvcache.py``; a rename, nothing deleted); every
+    other folder is left alone and named with why. Exit 1 when a folder of ours could not be moved."""
+    from clustereval.phases.venvcache import cache_place, clear_cache
     from clustereval.report.units import iec
 
     ui = RunConsole(console, out, live=False)
     transport = make_transport(config)
     try:
-        root, _shared = cache_root_of(config.shared_paths, config.local_scratch)
-        found = clear_cache(transport, nodes_of(config, transport), config.shared_paths, config.local_scratch)
+        place = cache_place(config)
+        found = clear_cache(transport, nodes_of(config, transport), config, utc_stamp())
     finally:
         transport.close()
     for item in found:
-        if item.removed:
-            ui.tell(f"venvs: {item.node}: removed {item.path} ({iec(item.size_bytes)})")
+        if item.moved:
+            ui.tell(f"venvs: {item.node}: moved {item.path} ({iec(item.size_bytes)}) to {item.moved_to}")
         else:
             ui.tell(f"venvs: {item.node}: left {item.path} alone: {item.why}")
-    if not any(item.removed for item in found):
-        ui.tell(f"venvs: no cached eval venv under {root}")
-    return EXIT_OK
+    moved = [item for item in found if item.moved]
+    if moved:
+        ui.tell("venvs: a move to trash does not free the space; once nothing runs from it, delete the trash "
+                "folders named above yourself")
+    else:
+        ui.tell(f"venvs: no cached eval venv of this user under {place.root}")
+    return EXIT_FAILED if any(item.failed for item in found) else EXIT_OK
 
 
 def preflight_only(config: Config, *, reports_dir: Path | None = None, console: Console, out: Console) -> int:

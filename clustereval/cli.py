@@ -282,13 +282,13 @@ def lint_text_of(path: Path) -> list:
               help="cluster.toml to reach the nodes (default: the one the run used; with --venvs ./cluster.toml, "
                    "else this machine alone).")
 @click.option("--venvs", is_flag=True,
-              help="Remove the eval venvs earlier runs cached on the nodes (under the first shared path, else "
-                   "local_scratch, in clustereval-venvs/); nothing else there is touched. The next run builds "
-                   "a fresh one.")
+              help="Move the eval venvs your earlier runs cached on the nodes (<mount>/<user>/clustereval-venvs/, "
+                   "on the first shared path, else local_scratch) to <mount>/<user>/trash/<stamp>/; nothing is "
+                   "deleted and nothing else there is touched. The next run builds a fresh one.")
 def cleanup(run_dir: str | None, config_path: str | None, venvs: bool) -> None:
     """Clear the scratch RUN_DIR left on the nodes (moved to trash on the same mount; a node-local /tmp
-    folder is deleted); print paths and sizes. With --venvs, remove the cached eval venvs (RUN_DIR not
-    needed).
+    folder is deleted); print paths and sizes. With --venvs, move your cached eval venvs to trash
+    (RUN_DIR not needed).
 
     \b
     Exit status:

@@ -14,7 +14,6 @@ from dataclasses import fields
 from pathlib import Path
 
 from clustereval.config import Config
-from clustereval.phases.venvcache import cache_root_of
 from tests.conftest import REPO
 
 _DEFAULTS = {f.name: f for f in fields(Config)}
@@ -69,18 +68,17 @@ def private_mounts_argv(binds: dict[str, Path]) -> list[str] | None:
 class ReadmeRun:
     """The README's first command after its apt-get step, in a fresh venv that has neither torch nor
     clustereval, from a copy of the checkout (``src``, also the working folder: the report lands in
-    ``src/reports``). The run's scratch user folder under the default ``local_scratch`` and the eval
-    venv cache there are
-    fresh folders of this run (``scratch``, ``venvs``), so the eval Python is really built and the
-    scratch left behind is this run's alone. It meets at this machine's default rendezvous port, so
-    its readers stay in the group of tests that use this machine's ports (``tests/conftest.py``)."""
+    ``src/reports``). The run's scratch user folder under the default ``local_scratch``, where the
+    eval venv cache lives too (``<mount>/<user>/clustereval-venvs``), is a fresh folder of this run
+    (``scratch``), so the eval Python is really built and the scratch left behind is this run's
+    alone. It meets at this machine's default rendezvous port, so its readers stay in the group of
+    tests that use this machine's ports (``tests/conftest.py``)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.src = root / "clustereval"
         self.venv = root / "env"
         self.scratch = root / "scratch"
-        self.venvs = root / "venvs"
         self.env: dict[str, str] = {}
         self.result: subprocess.CompletedProcess | None = None
         self.skip_reason = ""
@@ -106,12 +104,9 @@ class ReadmeRun:
                     "NO_PROXY": "pypi.org,files.pythonhosted.org,localhost,127.0.0.1"})
         self.env = env
         user_scratch = f"{default_scratch().rstrip('/')}/{scratch_user()}"
-        cache, _shared = cache_root_of((), default_scratch())
         self.scratch.mkdir()
-        self.venvs.mkdir()
-        for target in (user_scratch, cache):  # a bind mount needs its mount point
-            Path(target).mkdir(exist_ok=True)
-        prefix = private_mounts_argv({user_scratch: self.scratch, cache: self.venvs})
+        Path(user_scratch).mkdir(exist_ok=True)  # a bind mount needs its mount point
+        prefix = private_mounts_argv({user_scratch: self.scratch})
         if prefix is None:
             self.skip_reason = ("neither `unshare --mount` (root) nor a user namespace is available: the README "
                                 "run needs a /tmp scratch and eval venv cache of its own")

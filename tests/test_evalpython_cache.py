@@ -1,5 +1,5 @@
 """The eval venv over SSH: built on every node at once, a node that fails costs that node, the next
-run finds the venv instead of building it, and ``cleanup --venvs`` removes only what it made.
+run finds the venv instead of building it, and ``cleanup --venvs`` moves only what it made to trash.
 
 The venv is real: pip installs torch from the index pip on the nodes is configured with (the
 PyTorch index is a closed port, so the chain's second step runs)."""
@@ -7,6 +7,7 @@ PyTorch index is a closed port, so the chain's second step runs)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from clustereval.config import Config
 from clustereval.phases.base import RunContext
 from clustereval.phases.evalpython import EvalPythonPhase
-from clustereval.phases.venvcache import CACHE_DIR, MARKER, PART, cache_root_of, parse_cleanup
+from clustereval.phases.venvcache import CACHE_DIR, MARKER, PART, cache_place, parse_cleanup
 from clustereval.report.gaps import say
 from clustereval.store import RunState, RunStore
 from tests.conftest import run_cli
@@ -64,50 +65,62 @@ def test_each_node_builds_its_venv_a_lost_node_costs_itself_and_the_next_run_reu
     assert (first.mode, first.source, first.status) == ("venv", "default-index", "partial"), first.tried
     assert first.venv_built == [cluster.nodes[0].name] and first.venv_reused == []
     assert first.torch and ctx.eval_python == first.interpreter
-    root, shared = cache_root_of((), str(cluster.scratch_dir))
-    assert not shared and first.interpreter.startswith(f"{root}/")
+    place = cache_place(ctx.config)
+    root, user = place.root, ctx.config.scratch_user
+    assert not place.shared and first.interpreter.startswith(f"{cluster.scratch_dir}/{user}/{CACHE_DIR}/")
     (gap,) = [g for g in first.gaps if g.node]
     assert gap.node == cluster.nodes[1].name and gap.kind == "node.error"
     assert f"{cluster.nodes[1].name}(node1)" in say(gap).text
     assert list(ctx.node_failures["evalpython"]) == [cluster.nodes[1].name]
     # on node 0's own disk, complete and named by its key; no half-built folder beside it
-    on_disk = sorted(p.name for p in (cluster.node_scratch_dir(0) / CACHE_DIR).iterdir())
+    cache0, cache1 = (cluster.node_scratch_dir(i) / user / CACHE_DIR for i in (0, 1))
+    on_disk = sorted(p.name for p in cache0.iterdir())
     digest = first.interpreter.split("/")[-3]
-    assert on_disk == [digest] and json.loads((cluster.node_scratch_dir(0) / CACHE_DIR / digest / MARKER)
-                                              .read_text())["digest"] == digest
-    assert not (cluster.node_scratch_dir(1) / CACHE_DIR).exists()
+    assert on_disk == [digest] and json.loads((cache0 / digest / MARKER).read_text())["digest"] == digest
+    assert not cache1.exists()
+    assert oct(cache0.stat().st_mode & 0o777) == "0o700" and oct(cache0.parent.stat().st_mode & 0o777) == "0o700"
 
     second_ctx = _ctx(cluster, tmp_path, "second")
     second = EvalPythonPhase().run(second_ctx)
     assert second.venv_reused == [cluster.nodes[0].name] and second.venv_built == []
     assert second.interpreter == first.interpreter and second.torch == first.torch
 
-    # cleanup --venvs: ours goes, a folder it did not make stays, on every node
+    # cleanup --venvs: ours moves to trash, a folder it did not make stays, on every node; nothing is deleted
     cluster.start_sshd(1)
-    stranger = cluster.node_scratch_dir(0) / CACHE_DIR / "0123456789abcdef"
+    stranger = cache0 / "0123456789abcdef"
     stranger.mkdir()
     (stranger / MARKER).write_text(json.dumps({"digest": "another"}))
-    half = cluster.node_scratch_dir(1) / CACHE_DIR / f"0123456789abcdef{PART}n1-abc123"
+    half = cache1 / f"0123456789abcdef{PART}n1-abc123"
     half.mkdir(parents=True)
     (half / "pyvenv.cfg").write_text("home = /usr/bin\n")
     config = cluster.write_config(shared_paths=[])
     res = run_cli("cleanup", "--venvs", "--config", str(config), cwd=cluster.workdir, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"removed {root}/{digest}" in res.stdout and f"left {stranger.as_posix().replace(str(cluster.node_scratch_dir(0)), str(cluster.scratch_dir))} alone" in res.stdout
-    assert sorted(p.name for p in (cluster.node_scratch_dir(0) / CACHE_DIR).iterdir()) == [stranger.name]
-    assert list((cluster.node_scratch_dir(1) / CACHE_DIR).iterdir()) == []
+    stranger_seen = stranger.as_posix().replace(str(cluster.node_scratch_dir(0)), str(cluster.scratch_dir))
+    assert f"moved {root}/{digest}" in res.stdout and f"left {stranger_seen} alone" in res.stdout
+    assert sorted(p.name for p in cache0.iterdir()) == [stranger.name]
+    assert list(cache1.iterdir()) == []
+    for i, name in ((0, digest), (1, half.name)):
+        (trashed,) = (cluster.node_scratch_dir(i) / user / "trash").glob(f"*/{CACHE_DIR}/{name}")
+        assert trashed.is_dir()
+    (moved,) = (cluster.node_scratch_dir(0) / user / "trash").glob(f"*/{CACHE_DIR}/{digest}")
+    assert (moved / MARKER).is_file() and (moved / "bin").is_dir()  # moved whole, nothing deleted
 
 
 def test_cleanup_keeps_every_folder_it_did_not_make(tmp_path):
-    """The cleanup script on this machine: only marker-proven venvs and our half-built ones go."""
+    """The cleanup script on this machine: only marker-proven venvs and our half-built ones move to
+    the user's trash, by rename; the rest stays where it was and nothing is deleted."""
     from clustereval.phases.venvcache import cleanup_argv
 
-    root = tmp_path / CACHE_DIR
+    user = tmp_path / "evaluser"
+    root = user / CACHE_DIR
     ours = root / "00000000000000aa"
     ours.mkdir(parents=True)
+    os.chmod(user, 0o700)
     (ours / MARKER).write_text(json.dumps({"digest": "00000000000000aa"}))
     (ours / "lib").mkdir()
     (ours / "lib" / "x.bin").write_bytes(b"x" * 1000)
+    inode = (ours / "lib" / "x.bin").stat().st_ino
     for name, marker in (("00000000000000bb", {"digest": "00000000000000aa"}), ("00000000000000cc", None),
                          ("mine", {"digest": "mine"})):
         (root / name).mkdir()
@@ -115,14 +128,20 @@ def test_cleanup_keeps_every_folder_it_did_not_make(tmp_path):
             (root / name / MARKER).write_text(json.dumps(marker))
     (root / f"00000000000000dd{PART}n0-1").mkdir()  # not a venv: kept
     (root / "file.txt").write_text("x")
-    argv = cleanup_argv(str(root))
+    argv = cleanup_argv(str(user), str(root), "2026-12-07-1000Z")
     argv[0] = sys.executable
     res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
     seen = {p.path.split("/")[-1]: p for p in parse_cleanup("here", res.stdout)}
-    assert seen["00000000000000aa"].removed and seen["00000000000000aa"].size_bytes >= 1000
-    kept = {n: p.why for n, p in seen.items() if not p.removed}
+    assert seen["00000000000000aa"].moved and seen["00000000000000aa"].size_bytes >= 1000
+    trashed = user / "trash" / "2026-12-07-1000Z" / CACHE_DIR / "00000000000000aa"
+    assert seen["00000000000000aa"].moved_to == str(trashed)
+    assert (trashed / "lib" / "x.bin").stat().st_ino == inode  # renamed, not copied
+    for folder in (user / "trash", user / "trash" / "2026-12-07-1000Z", trashed.parent):
+        assert folder.stat().st_mode & 0o777 == 0o700
+    kept = {n: p.why for n, p in seen.items() if not p.moved}
     assert kept == {"00000000000000bb": "its marker names another folder", "00000000000000cc": "no clustereval marker in it",
                     "mine": "not a folder clustereval made", f"00000000000000dd{PART}n0-1": "not a venv",
                     "file.txt": "not a folder clustereval made"}
     assert sorted(p.name for p in root.iterdir()) == sorted(kept)
-    shutil.rmtree(root)
+    assert not any(p.failed for p in seen.values())
+    shutil.rmtree(tmp_path / "evaluser")

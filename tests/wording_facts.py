@@ -91,6 +91,14 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
     "preflight.tcp-blocked": {"detail": ["connect to 10.0.0.12:29500 timed out after 5 s", "[Errno 111] Connection "
                                          "refused", "No route to host (113)"], "port": [29500, 6000],
                               "endpoint": ["10.0.0.12", "gpu-012"]},
+    "preflight.tcp-unreached": {"port": [29503, 6000], "address": ["10.0.0.12", "gpu-012"],
+                                "sources": [["gpu-013"], NODES[1:], ["10.0.0.13", "10.0.0.14"]],
+                                "detail": ["timed out", "Connection refused", "No route to host"],
+                                "first_port": [29500], "last_port": [29504, 30524]},
+    "preflight.tcp-untried": {"tried": [11259, 1188, 96], "total": [1047552, 16256, 272],
+                              "max_stride": [512, 64, 16], "subnets": [4, 0, 512, 1],
+                              "subnet_pairs_untried": [0, 1, 203953],
+                              "pairs_file": ["raw-h200-2026-12-03-1013Z/preflight/tcp-pairs.tsv"]},
     "preflight.peer-ssh": {"first": NODES[:3], "nodes": [["gpu-013"], NODES[1:], ["10.0.0.13", "10.0.0.14"]]},
     "preflight.gloo-no-torch": {"python": ["python3", "/opt/conda/envs/eval/bin/python"],
                                 "nodes": _pair_list(["No module named 'torch'", "ImportError: libcudart.so.12: "
@@ -100,6 +108,14 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
                               "resolves to 127.0.1.1 on gpu-012", "port 29500 is in use"], "diagnosis": DIAGNOSES,
                               "applied": PLANS, "log": LOGS},
     "evalpython.configured": {"torch": TORCH},
+    # the facts ``phases/evalpython.refusal_facts`` takes from ``phases/venvcache._CHECK``'s refusal line
+    # (tests/test_venv_wordings.py renders the lines of real refusals on this machine)
+    "evalpython.cache-refused": {"label": LABELS, "folder": PATHS,
+                                 "what": ["copy", "user", "cache", "inside", "interpreter"],
+                                 "problem": ["owned by uid 65534, not by the eval user (uid 0)",
+                                             "writable by group or others (mode 775)",
+                                             "a symbolic link, not a plain folder", "cannot be read",
+                                             "owned by uid 1000, neither by the eval user (uid 0) nor by root"]},
     "evalpython.fallback": {"torch": TORCH[:2], "index_tag": ["cu130", "cpu", ""], "refused_newest": ["", "2.10.0"],
                             "refused_url": ["https://download.pytorch.org/whl/cu130"],
                             "refused_why": ["No matching distribution found for torch==2.10.0",

@@ -11,10 +11,13 @@ could not give torch, and the record says which step won and why the earlier one
 4. the node's own ``python3``, with a Gap.
 
 ``eval_python`` in cluster.toml skips the chain: that interpreter is used as it is. The venv is
-cached (``phases/venvcache.py``): on the shared FS when there is one (every node sees it, the first
-node builds it), else on each node's local scratch mount, every node building its own at once; a
-later run with the same torch build and node Python finds it and builds nothing, and it stays
-until ``clustereval cleanup --venvs``.
+cached (``phases/venvcache.py``) in the user's own folder on the shared FS when there is one (every
+node sees it, the first node builds it), else on each node's local scratch mount, every node
+building its own at once; a later run with the same torch build and node Python finds it and builds
+nothing, and it stays until ``clustereval cleanup --venvs`` moves it to trash. A cache that another
+user owns or can write is refused on every node it is found on (a Gap each, ``evalpython.cache-refused``)
+and never run: the builders then build this run's own venv in its scratch folder, the same path on
+every node, so one interpreter still serves them all.
 The report never shows an interpreter or venv path: they stay in the raw record.
 """
 
@@ -24,8 +27,18 @@ import re
 
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
-from clustereval.phases.pernode import each_node, live
-from clustereval.phases.venvcache import VenvKey, cache_root, find_or_build, node_python
+from clustereval.phases.pernode import NodeStep, each_node, live, node_label
+from clustereval.phases.venvcache import (
+    CacheLook,
+    CachePlace,
+    VenvKey,
+    VenvOnNode,
+    cache_place,
+    find_or_build,
+    look,
+    node_python,
+    own_home,
+)
 from clustereval.probes._text import last_json, last_line
 from clustereval.records import Gap
 from clustereval.records.run import EvalPythonRecord
@@ -238,8 +251,8 @@ class EvalPythonPhase:
 
         A node whose build fails costs that node (its Gap; the others go on with the venv); when no
         node gets a venv, False and a line per node in ``tried``, and the chain goes on."""
-        root, shared = cache_root(ctx)
-        rec.venv_shared = shared
+        place = cache_place(ctx.config)
+        shared = rec.venv_shared = place.shared
         builders = live(ctx, ctx.nodes)[:1] if shared else live(ctx, ctx.nodes)
         if not builders:
             rec.tried.append("venv: no node answers")
@@ -253,8 +266,7 @@ class EvalPythonPhase:
         key = VenvKey(index=rec.index_url or where, torch_spec=tuple(torch_spec), packages=EXTRA_PACKAGES,
                       python=str(base.get("python", "")), python_executable=str(base.get("executable", "")))
         doing = f"installing {' '.join(torch_spec)} from {where}"
-        steps = each_node(ctx, self.name, self.title, builders,
-                          lambda n: find_or_build(ctx, n, key, pip_args, progress=doing), what=doing)
+        steps, refusals = self._find_or_build(ctx, rec, place, key, pip_args, builders, doing)
         built = [(s.node, s.value) for s in steps if s.ok and s.value is not None]
         if not built:
             rec.tried += [f"{where}, {' '.join(torch_spec)} on {s.node.name}: "
@@ -269,9 +281,10 @@ class EvalPythonPhase:
         users = ctx.nodes if shared else [node for node, _ in built]
         self._adopt(ctx, probe, f"{built[0][1].path}/bin/python", users)
         if probe.status == "failed":
-            rec.tried.append(f"{where}: the new venv cannot import torch")
+            rec.tried.append(f"{where}: the new eval Python cannot import torch")
             return False
         _copy_into(rec, probe, keep_gaps=True)
+        rec.gaps += refusals
         failed = [s for s in steps if s.gap is not None]
         if failed:  # each failed builder's own Gap; the other nodes go on with the venv
             rec.gaps += [s.gap for s in failed if s.gap is not None]
@@ -280,6 +293,58 @@ class EvalPythonPhase:
         if not rec.verified_newest:
             rec.gaps.append(not_newest_gap(rec, torch_spec))
         return True
+
+    def _find_or_build(self, ctx: RunContext, rec: EvalPythonRecord, place: CachePlace, key: VenvKey,
+                       pip_args: list[str], builders: list[Node], doing: str) -> tuple[list[NodeStep[VenvOnNode]],
+                                                                                       list[Gap]]:
+        """Every builder's step (in builders' order) and the refusal Gaps: the cache is checked on
+        every builder first (``venvcache.look``: nothing there is run yet); when any builder's cache
+        is refused, every builder builds in this run's own folder instead, so the interpreter's path
+        is one for all nodes."""
+        digest = key.digest()
+        looks = each_node(ctx, self.name, self.title, builders,
+                          lambda n: look(ctx, n, place.user_folder, place.root, digest),
+                          what="the eval Python's cache check")
+        refused = [(s.node, s.value) for s in looks if s.value is not None and s.value.state == "refused"]
+        refusals = [self._refusal(ctx, rec, place, node, found) for node, found in refused]
+
+        def build(node: Node) -> VenvOnNode:
+            if not refused:
+                return find_or_build(ctx, node, key, pip_args, progress=doing, user_folder=place.user_folder,
+                                     home=place.root)
+            home = own_home(ctx, node, place.mount)
+            return find_or_build(ctx, node, key, pip_args, progress=doing, user_folder=home.rsplit("/", 1)[0],
+                                 home=home)
+
+        by_node: dict[str, NodeStep[VenvOnNode]] = {
+            s.node.name: NodeStep(node=s.node, error=s.error, gap=s.gap) for s in looks if not s.ok}
+        built = each_node(ctx, self.name, self.title, [s.node for s in looks if s.ok], build, what=doing)
+        by_node.update({s.node.name: s for s in built})
+        return [by_node[n.name] for n in builders], refusals
+
+    def _refusal(self, ctx: RunContext, rec: EvalPythonRecord, place: CachePlace, node: Node,
+                 found: CacheLook) -> Gap:
+        """The refused cache named where the user reads it (the progress line, the raw record's
+        ``tried``), and its Gap (facts without the path: the report never shows it)."""
+        ctx.progress(self.name, node.name, f"refused the cached eval Python: {found.why}; building this run's own",
+                     None)
+        rec.tried.append(f"cache on {node.name} refused, not run: {found.why}")
+        return Gap(phase=self.name, node=node.name, kind="evalpython.cache-refused",
+                   facts={"label": node_label(ctx, node), "folder": place.user_folder,
+                          **refusal_facts(found, place)})
+
+
+def refusal_facts(found: CacheLook, place: CachePlace) -> dict[str, str]:
+    """What a refusal names, as the Gap's facts: ``what`` (``user``: the user's folder, ``cache``:
+    clustereval-venvs/, ``copy``: the venv folder, ``inside``: a file in it, ``interpreter``: the
+    interpreter it runs) and ``problem`` ("owned by uid 65534, not by the eval user (uid 0)")."""
+    rest = found.why[len(found.path):].lstrip(",").strip()
+    what = {place.user_folder: "user", place.root: "cache"}.get(found.path, "")
+    if rest.startswith("the interpreter it runs,"):
+        what, rest = "interpreter", rest.removeprefix("the interpreter it runs,").strip()
+    elif not what:
+        what = "inside" if found.path.count("/") > place.root.count("/") + 1 else "copy"
+    return {"what": what, "problem": rest.removeprefix("is ")}
 
 
 def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:

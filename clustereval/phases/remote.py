@@ -14,7 +14,7 @@ from pathlib import Path
 import clustereval
 from clustereval.errors import ClusterEvalError
 from clustereval.phases.base import RunContext
-from clustereval.phases.scratch import scratch_for
+from clustereval.phases.scratch import TOOLS_FOLDER, scratch_for
 from clustereval.transport.base import Node
 
 PACKAGE_DIR = Path(clustereval.__file__).resolve().parent
@@ -36,7 +36,7 @@ def ensure_package(ctx: RunContext, node: Node) -> str:
         return str(PACKAGE_DIR.parent)
     if node.name in ctx.shipped:
         return ctx.shipped[node.name]
-    remote = f"{ensure_node_scratch(ctx, node)}/pkg"
+    remote = f"{ensure_node_scratch(ctx, node)}/{TOOLS_FOLDER}"
     # the copy makes the folder and its parents on the node, and is safe to repeat
     ctx.repeatable.put(node, staged_package(), f"{remote}/clustereval")
     ctx.shipped[node.name] = remote

@@ -12,6 +12,11 @@ Every folder is recorded in the run's raw folder the moment it exists, so
 says where to look: before anything is moved or deleted, the path's form, the declared mount it
 resolves into, the marker this run wrote and the filesystem it is on are checked again, on the
 node, at that moment (``_CLEAR``).
+
+Nothing a run reuses can be planted: ``<mount>/<user>``, the run folder and its tools folder when a
+recorded folder is used again, and ``trash/`` and ``trash/<stamp>/`` before anything is moved there,
+must be owned by the eval user and writable by no one else (``PRIVATE_SH``, run on the node), else
+the folder is refused with the reason and nothing is written or moved into it.
 """
 
 from __future__ import annotations
@@ -38,37 +43,69 @@ CLEANUP_FILE = "scratch/cleanup.json"
 NODE_LOCAL_TMP = "/tmp"
 PURGE_HINT = "Moving within the same filesystem does not free the space; "
 
-# Fixed scripts: user paths arrive as positional arguments, never inside the script text.
+# The ownership rule for every folder a run reuses (the user's folder, the run's own folder, its tools
+# folder, the trash, the eval Python's cache): ``private PATH`` returns 0 when PATH is the eval user's
+# own (owned by ``id -u``, not a symbolic link) and no one else can write it (no group or other write
+# bit); else 7, with one line on stderr, ``not-private: <why>``. Paths arrive as arguments, never
+# inside the script text. Shared with ``phases/venvcache.py``.
+PRIVATE_SH = r'''
+me=$(id -u)
+private() {
+  if [ -L "$1" ]; then echo "not-private: $1 is a symbolic link, not a plain folder" >&2; return 7; fi
+  set -- "$1" $(stat -c '%u %a' -- "$1" 2>/dev/null)
+  if [ -z "$3" ]; then echo "not-private: $1 cannot be read" >&2; return 7; fi
+  if [ "$2" != "$me" ]; then
+    echo "not-private: $1 is owned by uid $2, not by the eval user (uid $me)" >&2; return 7
+  fi
+  if [ $((0$3 & 022)) != 0 ]; then echo "not-private: $1 is writable by group or others (mode $3)" >&2; return 7; fi
+}
+'''
 # $1 mount, $2 <mount>/<user>, $3 the run folder, $4 the marker text. The mount must exist (it is
 # never created); <mount>/<user> is created private when absent and must be the eval user's and
 # not writable by others; the run folder is created mode 700 by this run (an existing one is
 # refused) and carries the marker cleanup later insists on.
-_CREATE = r'''
+_CREATE = PRIVATE_SH + r'''
 mount=$1 root=$2 path=$3 mark=$4
 [ -d "$mount" ] || { echo "no-mount: $mount does not exist on this node" >&2; exit 6; }
 if [ ! -e "$root" ] && [ ! -L "$root" ]; then
   # another run of this user may create it at the same moment: then it is there, and checked below
   mkdir -p -- "$(dirname -- "$root")" && { mkdir -m 700 -- "$root" 2>/dev/null || [ -d "$root" ] || mkdir -m 700 -- "$root"; } || exit 5
 fi
-if [ -L "$root" ] || [ ! -d "$root" ]; then echo "not-private: $root is not a plain folder" >&2; exit 7; fi
-owner=$(stat -c %u -- "$root") me=$(id -u)
-if [ "$owner" != "$me" ]; then
-  echo "not-private: $root is owned by uid $owner, not by the eval user (uid $me)" >&2; exit 7
-fi
-if [ -n "$(find "$root" -maxdepth 0 -perm /022)" ]; then
-  echo "not-private: $root is writable by group or others (mode $(stat -c %a -- "$root"))" >&2; exit 7
-fi
+if [ ! -L "$root" ] && [ ! -d "$root" ]; then echo "not-private: $root is not a plain folder" >&2; exit 7; fi
+private "$root" || exit 7
 if [ -e "$path" ] || [ -L "$path" ]; then echo "exists: $path" >&2; exit 8; fi
 mkdir -m 700 -- "$path" || exit 5
 printf '%s\n' "$mark" > "$path/.clustereval-run" || exit 5
 realpath -e -- "$mount" "$path"
 '''
+# A recorded folder asked for again (a resumed run, or a later phase in a new process): $1
+# <mount>/<user>, $2 the run folder, $3 the marker text, then the names inside it this run reuses
+# (its tools folder). ``absent`` when it is gone (the caller creates it anew); ``present`` when the
+# user's folder, the run folder and each named entry that exists pass ``private`` and the marker is
+# this run's; else exit 7 with the reason.
+_REUSE = PRIVATE_SH + r'''
+root=$1 path=$2 mark=$3
+shift 3
+if [ ! -e "$path" ] && [ ! -L "$path" ]; then echo absent; exit 0; fi
+private "$root" || exit 7
+private "$path" || exit 7
+[ -d "$path" ] || { echo "not-private: $path is not a folder" >&2; exit 7; }
+if [ ! -f "$path/.clustereval-run" ] || [ -L "$path/.clustereval-run" ] || \
+   [ "$(head -c 200 -- "$path/.clustereval-run")" != "$mark" ]; then
+  echo "not-private: $path has no marker file of this run (.clustereval-run)" >&2; exit 7
+fi
+for name in "$@"; do
+  if [ -e "$path/$name" ] || [ -L "$path/$name" ]; then private "$path/$name" || exit 7; fi
+done
+echo present
+'''
 # Re-checks, on the node, that a recorded folder is this run's before anything touches it.
 # $1 folder, $2 mount, $3 marker text, $4 trash folder, $5 1 when the mount is shared, $6 delete
-# allowed (1) or move only (0). Exit 10 = refused (not provably this run's), 4 = it is this run's but
-# could not be moved or deleted safely; both leave the folder where it is.
-_CLEAR = r'''
-src=$1 mount=$2 mark=$3 trash=$4 shared=$5 may_delete=$6
+# allowed (1) or move only (0), $7 <mount>/<user>. Exit 10 = refused (not provably this run's), 4 = it
+# is this run's but could not be moved or deleted safely (the trash, or a folder on its way, is not the
+# eval user's alone: ``private``); both leave the folder where it is.
+_CLEAR = PRIVATE_SH + r'''
+src=$1 mount=$2 mark=$3 trash=$4 shared=$5 may_delete=$6 root=$7
 refuse() { echo "refused: $1" >&2; exit 10; }
 # the mount a path is on, from the mount table (stat's %m walks st_dev and misses bind mounts)
 mnt() { findmnt -n -o TARGET -T "$1" 2>/dev/null || stat -c %m -- "$1"; }
@@ -103,7 +140,13 @@ if [ "$(stat -c %d -- "$probe")" != "$(stat -c %d -- "$real")" ] || [ "$(mnt "$p
   echo "cross-device: $trash is on another filesystem than $src (a move there would copy)" >&2; exit 4
 fi
 case "$(realpath -m -- "$trash")/" in "$real_mount"/*) ;; *) refuse "the trash $trash is outside the declared mount $mount";; esac
-mkdir -p -- "$trash" || exit 5
+# the user's folder, its trash and this stamp's folder: each the eval user's alone, made mode 700 when
+# absent, so nothing moved there lands in a folder someone else planted or can write
+case "$trash" in "$root"/trash/*) ;; *) refuse "the trash $trash is not under $root/trash";; esac
+for dir in "$root" "$root/trash" "$trash"; do
+  if [ -e "$dir" ] || [ -L "$dir" ]; then private "$dir" || exit 4
+  else mkdir -m 700 -- "$dir" 2>/dev/null || [ -d "$dir" ] || exit 5; private "$dir" || exit 4; fi
+done
 base=$(basename -- "$real"); target="$trash/$base"; n=1
 while [ -e "$target" ]; do n=$((n+1)); target="$trash/$base.$n"; done
 if command -v python3 >/dev/null 2>&1; then
@@ -119,6 +162,8 @@ echo "moved $size $target"
 '''
 _SPACE = 'df --block-size=1 --output=avail,target -- "$1" | tail -n 1'
 MARKER_FILE = ".clustereval-run"
+TOOLS_FOLDER = "pkg"  # the run's own copy of clustereval on a node (``phases/remote.py``), inside its run folder
+REUSED_INSIDE = (TOOLS_FOLDER,)  # what a run reuses inside its run folder, checked with it (``_REUSE``)
 FOLDER_FILE = "scratch/folder.json"
 CLEAR_TIMEOUT_S = 600  # one area: du + rename (or rm on /tmp); a hung mount ends as a refusal, not a hang
 
@@ -316,7 +361,7 @@ class Scratch:
             path = posixpath.join(scratch_root(self.config, declared), self._name)
             known = next((a for a in self._areas if a.path == path and (a.shared or a.node == node.name)), None)
             present = self._key(node.name, path, shared) in self._present
-        if known is not None and (present or self._exists(node, path)):
+        if known is not None and (present or self._reusable(node, declared, path)):
             with self._lock:
                 self._present.add(self._key(node.name, path, shared))
             return known
@@ -358,8 +403,19 @@ class Scratch:
         return self.transport.run(node, ["sh", "-c", _CREATE, "sh", declared, root, path, self.marker],
                                   timeout_s=60)
 
-    def _exists(self, node: Node, path: str) -> bool:
-        return self.transport.run(node, ["test", "-d", path], timeout_s=30).ok
+    def _reusable(self, node: Node, declared: str, path: str) -> bool:
+        """Whether the recorded run folder ``path`` is still there to reuse (False: create it anew).
+        Raises ``ScratchError`` when it, the user's folder or its tools folder is not the eval user's
+        alone, or its marker is not this run's: nothing is written into a folder someone else can."""
+        root = scratch_root(self.config, declared)
+        res = self.transport.run(node, ["sh", "-c", _REUSE, "sh", root, path, self.marker, *REUSED_INSIDE],
+                                 timeout_s=60)
+        out = last_line(res.stdout)
+        if res.ok and out in ("present", "absent"):
+            return out == "present"
+        why = last_line(res.stderr, f"exit {res.rc}")
+        raise ScratchError(f"{node.name}: refusing to reuse the scratch folder {path}: {why.removeprefix('not-private: ')}",
+                           _create_hint(why, declared, root))
 
     # -- measurements -----------------------------------------------------------------------
     def space(self, node: Node, path: str) -> Space:
@@ -464,7 +520,7 @@ class Scratch:
                                error=f"{area.node} is not in this cluster's node list", finished_utc=utc_now_iso())
         last_error = ""
         argv = ["sh", "-c", _CLEAR, "sh", area.path, mount, self.marker, trash_dir, "1" if shared else "0",
-                "0" if shared else "1"]
+                "0" if shared else "1", scratch_root(self.config, mount)]
         for node in candidates:
             try:
                 res = self.transport.run(node, argv, timeout_s=CLEAR_TIMEOUT_S)
@@ -492,7 +548,7 @@ class Scratch:
                                    error=err.removeprefix("refused: ") or "refused on the node",
                                    finished_utc=utc_now_iso())
             return ScratchMove(node=node.name, path=area.path, action="failed", trash_dir=trash_dir,
-                               error=err or f"exit {res.rc}", finished_utc=utc_now_iso())
+                               error=err.removeprefix("not-private: ") or f"exit {res.rc}", finished_utc=utc_now_iso())
         return ScratchMove(node=area.node, path=area.path, action="failed", trash_dir=trash_dir,
                            error=last_error or "no node reachable", finished_utc=utc_now_iso())
 

@@ -52,13 +52,23 @@ def no_paths(text: str) -> str:
     return re.sub(r"(?<![\w:/])/[^\s'\"`:,)]+", "a path on the node", text)
 
 
+# the words for an interpreter's environment a tool's line may use (pip: "User site-packages are not
+# visible in this virtualenv.", the venv module's "python3 -m venv"), each in the words the report
+# uses for it: how the eval ran is not a report field (lint's ``venv-path``)
+_ENV_WORDS = re.compile(r"((?<=[\s`/])\.?venv\b|\bsite-packages\b|\bvirtualenv\b)")
+_ENV_SAID = {"venv": "virtual environment", ".venv": "virtual environment", "virtualenv": "virtual environment",
+             "site-packages": "site packages"}
+
+
 def raw_output(line: str, fallback: str) -> str:
     """A tool's own closing line as the report quotes it: a code span (its words, numbers and paths
     are the tool's, not prose held to the report's rules), or ``fallback`` when it printed nothing.
-    A path into an interpreter's environment is left out: how the eval ran is not a report field."""
+    A path into an interpreter's environment is left out, and its words for that environment are
+    said plainly: how the eval ran is not a report field."""
     if not line:
         return fallback
-    return link_tools(quoted_line(line))
+    quoted = quoted_line(line)
+    return link_tools(_ENV_WORDS.sub(lambda m: _ENV_SAID[m.group(1)], quoted))
 
 
 def status_words(rc: object) -> str:

@@ -11,7 +11,7 @@ from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
 from clustereval.report.gaps.common import link_tools, no_paths, raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
-from clustereval.report.units import short_list
+from clustereval.report.units import plural, short_list
 
 # ---- the preflight gate -----------------------------------------------------------------------
 
@@ -89,6 +89,27 @@ def _tcp_blocked(g: Gap) -> tuple[str, str]:
             f"({raw_output(g.facts['detail'], 'no error was printed')}).",
             f"allow TCP port {g.facts['port']} (and every other port named) from every node to {g.facts['endpoint']} "
             "(firewall, security group): the run uses rdzv_port through rdzv_port plus the node count on every node")
+
+
+@wording("preflight.tcp-unreached")
+def _tcp_unreached(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    return (f"Port {f['port']} on {g.node} ({f['address']}) could not be reached over TCP from "
+            f"{short_list(f['sources'])} ({raw_output(f['detail'], 'no error was printed')}).",
+            f"allow TCP into {g.node} on every port from port {f['first_port']} to port {f['last_port']} from every "
+            "node (firewall, security group): the run's jobs meet there")
+
+
+@wording("preflight.tcp-untried")
+def _tcp_untried(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    subnets = (f"; {plural(f['subnet_pairs_untried'], 'ordered pair')} of the {f['subnets']} subnets had no "
+               "connection between them") if f["subnet_pairs_untried"] else ""
+    return (f"The TCP check between nodes tried {f['tried']} of the {f['total']} ordered pairs of nodes (each node "
+            f"from the node before it, nodes at powers of two up to {f['max_stride']} nodes before it in the hostfile, "
+            f"and nodes of other subnets){subnets}; the other {f['total'] - f['tried']} pairs were not tried.",
+            f"accept as-is: a pair that cannot connect fails the first job that needs it, named there; "
+            f"{f['pairs_file']} lists every pair tried")
 
 
 @wording("preflight.peer-ssh")
@@ -191,6 +212,23 @@ def _no_torch(g: Gap) -> tuple[str, str]:
     return (f"{what} cannot import torch on {g.node} ({raw_output(no_paths(f['why']), 'no error was printed')}), so the GPU "
             "and network benchmarks that "
             "need torch could not run there.", plan)
+
+
+# what a refused cache of the eval Python names (``phases/evalpython.refusal_facts``)
+REFUSED_WHAT = {"user": "the eval user's folder `{folder}` there", "cache": "the cache folder in `{folder}`",
+                "copy": "its folder", "inside": "a file in it", "interpreter": "the interpreter it runs"}
+
+
+@wording("evalpython.cache-refused")
+def _cache_refused(g: Gap) -> tuple[str, str]:
+    f = g.facts
+    what = REFUSED_WHAT.get(f.get("what", ""), "a folder of it").format(folder=f["folder"])
+    return (f"The copy of the eval Python an earlier run cached under `{f['folder']}` on `{f['label']}` was not "
+            f"used, since {what} is not the eval user's alone ({raw_output(no_paths(f['problem']), 'refused')}): "
+            "this run built its own copy in its scratch folder, moved to trash with it when the run ended.",
+            f"find out who made what is under `{f['folder']}` on that node (the raw record's eval Python steps "
+            "name the path), make it the eval user's alone or move it out of the way, then run again; until "
+            "then every run builds its own copy")
 
 
 @wording("evalpython.newest-refused")
