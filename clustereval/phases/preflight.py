@@ -7,7 +7,9 @@
 3. GPUs per node (``nvidia-smi -L`` when not configured), the scratch paths on every node, and the
    NCCL environment of rank 0 (platform values kept; ``NCCL_NVLS_ENABLE=2`` preset only when unset).
 4. With >= 2 nodes, the checks across nodes: passwordless SSH from the first node to the others
-   (informational), TCP from every node to the rendezvous endpoint, and a CPU gloo all-reduce, one
+   (informational), the TCP check of the ports the run's jobs meet at (``preflight_tcp``: every port
+   free on every node, the rendezvous reached from every node, each node's ports from its peers by a
+   stated rule, N log N connections in all), and a CPU gloo all-reduce, one
    process per node, through torchrun with the rendezvous quirks fixed. A run none of whose phases
    starts a job across nodes leaves them out (``across_nodes_not_run``: they would gate nothing);
    ``clustereval preflight`` always runs them.
@@ -17,7 +19,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter
@@ -25,11 +26,10 @@ from collections import Counter
 from clustereval.errors import TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.preflight_checklist import checklist
+from clustereval.phases.preflight_tcp import TcpCheck
 from clustereval.phases.settings import PreflightSettings
 from clustereval.phases.torchrun import decide_plan, launch, probe_nodes
 from clustereval.probes.preflight import (
-    TCP_CONNECT_SNIPPET,
-    TCP_LISTEN_SNIPPET,
     NodeFacts,
     NodeProbe,
     final_nccl_env,
@@ -307,20 +307,20 @@ class Preflight:
         run_parallel(self.nodes, one, self.ctx.transport.fanout)
         return True
 
-    # -- 3. every port the run's jobs meet at is free on every node and reachable from every node ---
+    # -- 3. the ports the run's jobs meet at: free on every node, reached by the rule of preflight_tcp --
     def _tcp(self) -> bool:
         peers = threading.Thread(target=self._peer_ssh, daemon=True)
         peers.start()
         try:
-            return self._tcp_probe(run_ports(self.cfg.rdzv_port, len(self.nodes)))
+            return self._tcp_probe()
         finally:
             peers.join()
 
-    def _tcp_probe(self, ports: list[int]) -> bool:
+    def _tcp_probe(self) -> bool:
         """The multi-node jobs meet at ``rdzv_port`` on the first node, the intra-node sweeps at
         ``rdzv_port + 1 + i`` on node i, and the pairwise rounds at ``rdzv_port + 1 + k`` on the first
-        node of pair k, which may be any node: so every node listens on every one of these ports at
-        once, and every node connects to every node's ports."""
+        node of pair k, which may be any node: every node opens every one of these ports at once, and
+        the connections of ``preflight_tcp.plan_tcp`` (N log N of them) prove them reachable."""
         no_python = [n.name for n in self.nodes if self.facts.get(n.name, NodeFacts()).error]
         if no_python:
             for name in no_python:
@@ -329,62 +329,15 @@ class Preflight:
                                      facts={"python": self.python,
                                             "nodes": [[n, self.facts[n].error] for n in no_python]}))
             return False
-        span = f"port {ports[0]}" if len(ports) == 1 else f"ports {ports[0]}-{ports[-1]}"
-        self._progress("all nodes", f"TCP from every node to {span} on every node")
-        targets = [f"{n.address}:{p}" for n in self.nodes for p in ports]
-        rounds = -(-len(targets) // 64)  # the connect snippet tries 64 targets at a time
-        connect_budget_s = self.settings.hop_timeout_s + rounds * self.settings.connect_s
-        listen_argv = [self.python, "-c", TCP_LISTEN_SNIPPET, ",".join(map(str, ports)), str(len(self.nodes)),
-                       str(int(self.settings.listen_s + connect_budget_s))]
-        listeners = {n.name: self.ctx.transport.popen(n, listen_argv) for n in self.nodes}
-        try:
-            if not self._listening(listeners):
-                return False
-            argv = [self.python, "-c", TCP_CONNECT_SNIPPET, ",".join(targets), str(self.settings.connect_s)]
-            self._blocked: list[Gap] = []
-
-            def one(node: Node) -> None:
-                try:
-                    res = self._run(node, argv, timeout_s=connect_budget_s)
-                except TransportError as exc:
-                    self._probe(ProbeResult("tcp", node.name, False, exc.message))
-                    return
-                failed = [ln.removeprefix("error ") for ln in res.stdout.splitlines() if ln.startswith("error ")]
-                if res.ok and not failed:
-                    self._probe(ProbeResult("tcp", node.name, True, f"{span} open on all "
-                                            f"{len(self.nodes)} nodes", res.seconds))
-                    return
-                detail = "; ".join(failed) or (res.stderr.strip().splitlines() or [f"exit {res.rc}"])[-1]
-                self._probe(ProbeResult("tcp", node.name, False, detail, res.seconds))
-                first = failed[0].split(": ", 1)[0] if failed else f"{self.nodes[0].address}:{ports[0]}"
-                endpoint, _, port = first.rpartition(":")
-                self._blocked.append(Gap(PHASE, node=node.name, kind="preflight.tcp-blocked",
-                                         facts={"detail": detail, "port": int(port), "endpoint": endpoint}))
-
-            run_parallel(self.nodes, one, self.ctx.transport.fanout)
-        finally:
-            for proc in listeners.values():
-                proc.kill()
-                proc.wait()
+        check = TcpCheck(self.ctx, self.nodes, self.python, self.settings, _readline)
+        self._progress("all nodes", check.progress_line())
+        outcome = check.run()
+        for probe in outcome.probes:
+            self._probe(probe)
         order = {n.name: n.index for n in self.nodes}
-        self.rec.gaps += sorted(self._blocked, key=lambda g: order.get(g.node, 0))
-        return not self._blocked and all(p.ok for p in self.rec.probes if p.kind == "tcp")
-
-    def _listening(self, listeners: dict) -> bool:
-        """Whether every node's listener opened every port; a port it could not open is that node's Gap."""
-        ok = True
-        for node in self.nodes:
-            line = _readline(listeners[node.name], self.settings.listen_start_timeout_s).strip()
-            if line == "listening":
-                continue
-            ok = False
-            why = line or "the listener did not start"
-            m = re.search(r"port (\d+)", why)
-            port = int(m.group(1)) if m else self.cfg.rdzv_port
-            self._probe(ProbeResult("tcp", node.name, False, why.removeprefix("error: ")))
-            self.rec.gaps.append(Gap(PHASE, node=node.name, kind="preflight.rdzv-port-unavailable",
-                                     facts={"port": port, "why": why}))
-        return ok
+        self.rec.gaps += sorted(outcome.gaps, key=lambda g: (g.kind == "preflight.tcp-untried", order.get(g.node, 0)))
+        self.rec.tcp_coverage = outcome.coverage
+        return outcome.ok
 
     def _peer_ssh(self) -> None:
         """Passwordless SSH from the first node to every other (pdsh and DeepSpeed need it; we do not)."""
@@ -470,12 +423,6 @@ class Preflight:
                                          facts={**facts, "detail": p.detail,
                                                 "log": f"{self.ctx.store.raw_rel}/preflight/gloo-{p.node}.log"}))
         return ok_all
-
-
-def run_ports(rdzv_port: int, num_nodes: int) -> list[int]:
-    """Every port the run's jobs meet at: ``rdzv_port`` (the multi-node jobs) and one more per node
-    (the intra-node sweeps, one per node, and the pairwise rounds, one per pair)."""
-    return [rdzv_port + k for k in range(num_nodes + 1)]
 
 
 def deferred_gloo(ctx: RunContext, record: PreflightRecord, settings: PreflightSettings | None = None) -> bool:

@@ -123,8 +123,9 @@ def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
 
     def one(node: Node) -> RendezvousProbe:
         try:
-            res = ctx.transport.run(node, [ctx.eval_python, "-c", PROBE_SNIPPET, host, str(port),
-                                           *[n.address for n in peers]], timeout_s=120)
+            # the peers' addresses on stdin: a fleet's worth of them is no command line
+            res = ctx.transport.run(node, [ctx.eval_python, "-c", PROBE_SNIPPET, host, str(port), "-"],
+                                    timeout_s=120, stdin="".join(f"{n.address}\n" for n in peers))
         except TransportError as exc:
             return RendezvousProbe(node=node.name, error=exc.message)
         data = last_json(res.stdout)
@@ -144,7 +145,8 @@ def probe_nodes(ctx: RunContext, nodes: list[Node], host: str, port: int,
         def resolve(item: tuple[Node, RendezvousProbe]) -> None:
             node, probe = item
             try:
-                res = ctx.transport.run(node, [ctx.eval_python, "-c", RESOLVE_SNIPPET, *names], timeout_s=60)
+                res = ctx.transport.run(node, [ctx.eval_python, "-c", RESOLVE_SNIPPET, "-"], timeout_s=60,
+                                        stdin="".join(f"{name}\n" for name in names))
             except TransportError:
                 return
             probe.peer_names = {k: list(v) for k, v in last_json(res.stdout).items()}

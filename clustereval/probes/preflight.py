@@ -179,53 +179,90 @@ def parse_node_probe(text: str) -> NodeProbe:
     return probe
 
 
-# A one-shot TCP listener on the rendezvous port of the first node, and the connect probe run on
-# every node: the seed's `echo > /dev/tcp/$MASTER_ADDR/$PORT`, without depending on bash.
-# Every port the run's jobs meet at (rdzv_port .. rdzv_port + N) is opened on every node at once:
-# argv is the comma-separated ports, the connections expected on each, and the seconds to wait.
+# The TCP check across nodes (``phases/preflight_tcp.py`` plans it): a listener on every node and
+# one connect command per node. Nothing in either argv grows with the fleet: the listener takes the
+# first port and how many, the connect command reads its targets on stdin.
+# Listener argv: first port, number of ports, connections expected in all, seconds to wait. It opens
+# every port at once (so each is free on this node), prints "listening", then accepts until the
+# expected connections came or the time is up.
 TCP_LISTEN_SNIPPET = r"""
-import selectors, socket, sys, time
-ports, expect = [int(p) for p in sys.argv[1].split(",")], int(sys.argv[2])
-deadline = time.monotonic() + float(sys.argv[3])
-sel, seen = selectors.DefaultSelector(), {}
-for port in ports:
+import resource, selectors, socket, sys, time
+first, count, expect = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+deadline = time.monotonic() + float(sys.argv[4])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = count + 64
+if soft != resource.RLIM_INFINITY and soft < want:
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+    except (OSError, ValueError):
+        pass
+sel, got = selectors.DefaultSelector(), 0
+for port in range(first, first + count):
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         srv.bind(("", port))
-        srv.listen(256)
+        srv.listen(65535)
     except OSError as exc:
         print(f"error: cannot listen on port {port}: {exc.strerror or exc}", flush=True)
         sys.exit(1)
     srv.setblocking(False)
     sel.register(srv, selectors.EVENT_READ, port)
-    seen[port] = 0
 print("listening", flush=True)
-while min(seen.values()) < expect and time.monotonic() < deadline:
+while got < expect and time.monotonic() < deadline:
     for key, _ in sel.select(timeout=max(0.1, deadline - time.monotonic())):
         try:
             conn, peer = key.fileobj.accept()
         except OSError:
             continue
-        seen[key.data] += 1
+        got += 1
         conn.close()
 """
 
-# argv: comma-separated ADDRESS:PORT targets and the seconds one connect may take. One line per
-# target: "ok ADDRESS:PORT" or "error ADDRESS:PORT: why"; exit 1 when any failed.
+# Connect argv: the seconds one connect may take; stdin: one "ADDRESS PORT" line per target. Prints
+# one line per target, in stdin's order: "ok ADDRESS:PORT" or "error ADDRESS:PORT: why"; exit 1
+# when any failed.
 TCP_CONNECT_SNIPPET = r"""
 import socket, sys
 from concurrent.futures import ThreadPoolExecutor
-targets, timeout = sys.argv[1].split(","), float(sys.argv[2])
+timeout = float(sys.argv[1])
+targets = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
 def one(target):
-    host, _, port = target.rpartition(":")
+    host, port = target
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
-        return f"ok {target}"
+        return f"ok {where}"
     except OSError as exc:
-        return f"error {target}: {exc.strerror or exc}"
+        return f"error {where}: {exc.strerror or exc}"
 with ThreadPoolExecutor(64) as pool:
     lines = list(pool.map(one, targets))
 print("\n".join(lines), flush=True)
 sys.exit(1 if any(ln.startswith("error") for ln in lines) else 0)
 """
+CONNECTS_AT_ONCE = 64  # the connect command's threads: its targets take ceil(targets / 64) connect times
+
+
+def tcp_listen_argv(python: str, first_port: int, num_ports: int, expected: int, seconds: float) -> list[str]:
+    """The listener's command on one node: ports ``first_port`` .. ``first_port + num_ports - 1``."""
+    return [python, "-c", TCP_LISTEN_SNIPPET, str(first_port), str(num_ports), str(expected), str(int(seconds))]
+
+
+def tcp_connect_argv(python: str, connect_s: float) -> list[str]:
+    """The connect command on one node; its targets go on stdin (``tcp_targets_text``)."""
+    return [python, "-c", TCP_CONNECT_SNIPPET, str(connect_s)]
+
+
+def tcp_targets_text(targets: list[tuple[str, int]]) -> str:
+    """The connect command's stdin: one "ADDRESS PORT" line per target."""
+    return "".join(f"{address} {port}\n" for address, port in targets)
+
+
+def parse_tcp_connect(text: str, num_targets: int) -> list[str] | None:
+    """Per target, in order: "" when it was reached, else why not. None when the command did not
+    print one line per target (it did not run to its end)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith(("ok ", "error "))]
+    if len(lines) != num_targets:
+        return None
+    return ["" if ln.startswith("ok ") else ln.split(": ", 1)[-1] if ": " in ln else ln.removeprefix("error ")
+            for ln in lines]

@@ -38,10 +38,14 @@ def prefix_log(node: str, text: str) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-# Runs on each node with the eval Python: the runbook's rendezvous probes, as JSON.
+# Runs on each node with the eval Python: the runbook's rendezvous probes, as JSON. argv: the endpoint
+# host, the port, then the peers' addresses, or "-" to read them from stdin (one per line: a fleet's
+# addresses never go on a command line).
 PROBE_SNIPPET = r"""
 import json, os, socket, sys
 host, port, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+if peers == ["-"]:
+    peers = sys.stdin.read().split()
 out = {"hostname": socket.gethostname(), "hostname_addrs": [], "route_addr": "", "matches_endpoint": None,
        "num_gpus": 0, "error": "", "matches": {}, "routes": {}}
 try:
@@ -154,11 +158,14 @@ while True:
 
 
 # Runs on each node: what the peers' hostnames resolve to there (the runbook's "is the advertised
-# master resolvable everywhere?").
+# master resolvable everywhere?"). argv: the names, or "-" to read them from stdin (one per line).
 RESOLVE_SNIPPET = r"""
 import json, socket, sys
 out = {}
-for name in sys.argv[1:]:
+names = sys.argv[1:]
+if names == ["-"]:
+    names = sys.stdin.read().split()
+for name in names:
     try:
         out[name] = sorted({a[4][0] for a in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)})
     except OSError:

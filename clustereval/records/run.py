@@ -53,6 +53,23 @@ class AcrossNodesNotRun:
 
 
 @dataclass
+class TcpCoverage:
+    """What preflight's TCP check across nodes tried, by its rule (``phases/preflight_tcp.py``): every
+    node's ports opened on that node, port ``rdzv_port`` on the first node reached from every node, and
+    each node's ports reached from its peers (every other node up to 16 nodes; above, the nodes
+    1, 2, 4, ... before it in hostfile order and one node of each subnet, at most ``max_stride``
+    apart); what it did not try is counted here, and every pair it tried is listed in ``pairs_file``."""
+
+    num_connections: int = 0  # TCP connections the check made in all
+    pairs_tried: int = 0  # ordered pairs of distinct nodes (from, to) with a connection between them
+    pairs_total: int = 0  # every ordered pair of distinct nodes: N(N-1)
+    max_stride: int = 0  # the longest stride between a node and a peer; 0 when every pair was tried
+    subnets: int = 0  # subnets the hostfile's addresses fall in (/24, /64 for IPv6); 0 when they are names
+    subnet_pairs_untried: int = 0  # ordered pairs of those subnets with no connection from the first to the second
+    pairs_file: str = ""  # the raw folder's list of every connection tried and how it ended
+
+
+@dataclass
 class PreflightRecord(PhaseRecord):
     access: str = "local"
     access_detail: str = ""  # kubectl: context, namespace and how the pods were chosen (the report's Access line)
@@ -74,6 +91,7 @@ class PreflightRecord(PhaseRecord):
     gloo_deferred: bool = False
     gloo_after_eval_python: bool = False  # the gloo probes are from that deferred check
     rendezvous_probes: list[RendezvousProbe] = field(default_factory=list)
+    tcp_coverage: TcpCoverage | None = None  # what the TCP check across nodes tried; None when it did not run
     # >= 2 nodes and no phase of the run starts a job across nodes: the checks across nodes did not run
     across_nodes_not_run: AcrossNodesNotRun | None = None
     missing: list[str] = field(default_factory=list)  # required checklist items not known (the exact list)
