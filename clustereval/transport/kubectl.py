@@ -43,6 +43,7 @@ from clustereval.transport.base import (
 KILL_GRACE_S = 5  # a command past its timeout gets SIGTERM in the pod, then SIGKILL this much later
 LOCAL_MARGIN_S = 15  # the local kubectl waits this much longer than the in-pod timeout
 FANOUT = 16  # kubectl processes at once: each is a full client with its own API connection
+PODS_PER_GET = 128  # pod names one `kubectl get pods` names (at most 253 bytes each: under 33 KB)
 PROBE_ARGV = ["true"]
 # Commands that only read: repeating one after a reset stream cannot change anything in the pod.
 # kubectl's WebSocket client reads the server's messages before it has opened its stdout and stderr
@@ -159,15 +160,23 @@ class KubectlTransport(Transport):
         self._resolve_context()
         cfg = self.cfg
         if cfg.pods:
-            proc = self._client(["get", "pods", *cfg.pods, "-o", "json"], "get pods")
-            found = {p.name: p for p in probe.parse_pods(proc.stdout)}
-            missing = [n for n in cfg.pods if n not in found]
-            if proc.returncode != 0 and not missing:
-                raise self.failure("kubernetes", proc.stderr, "get pods")
-            if missing:
-                failure = probe.classify(proc.stderr)
-                if failure is not None and failure.kind != "pod-not-found":
+            found: dict[str, probe.PodInfo] = {}
+            missing: list[str] = []
+            # a listed fleet is asked for PODS_PER_GET names at a time: no command line grows with it
+            for at in range(0, len(cfg.pods), PODS_PER_GET):
+                names = list(cfg.pods[at:at + PODS_PER_GET])
+                proc = self._client(["get", "pods", *names, "-o", "json"], "get pods")
+                got = {p.name: p for p in probe.parse_pods(proc.stdout)}
+                found.update(got)
+                gone = [n for n in names if n not in got]
+                if proc.returncode != 0 and not gone:
                     raise self.failure("kubernetes", proc.stderr, "get pods")
+                if gone:
+                    failure = probe.classify(proc.stderr)
+                    if failure is not None and failure.kind != "pod-not-found":
+                        raise self.failure("kubernetes", proc.stderr, "get pods")
+                    missing += gone
+            if missing:
                 raise UsageError(f"pod{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in namespace "
                                  f"{self.namespace}", "check [kubectl] pods (and namespace / context): "
                                  f"`kubectl get pods -n {self.namespace}` lists what is there",

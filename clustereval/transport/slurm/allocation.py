@@ -23,7 +23,7 @@ from clustereval.errors import TransportError, UsageError
 from clustereval.probes import slurm as probe
 from clustereval.report.units import fmt_duration
 from clustereval.transport.base import Node
-from clustereval.transport.slurm import client
+from clustereval.transport.slurm import client, hostlist
 from clustereval.transport.slurm.failures import blamed_first, job_ended_error, salloc_error
 from clustereval.transport.slurm.steps import KILL_GRACE_S
 
@@ -117,7 +117,7 @@ class Allocation:
         argv = ["salloc", "--no-shell", f"--nodes={num_nodes}", f"--time={time_limit or self.cfg.time_limit}",
                 f"--job-name={job_name or self.job_name}"]
         if nodelist:
-            argv.append(f"--nodelist={','.join(nodelist)}")
+            argv.append(f"--nodelist={hostlist.argument(nodelist)}")  # gpu[0001-4096], not every name
         if partition:
             argv.append(f"--partition={partition}")
         if self.cfg.account:

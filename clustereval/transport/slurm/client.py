@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from clustereval.errors import TransportError, UsageError
 from clustereval.probes import slurm as probe
+from clustereval.transport.slurm import hostlist
 
 CLIENT_TIMEOUT_S = 30  # scontrol / squeue / sinfo / scancel
 
@@ -45,9 +46,14 @@ def node_states(*, partition: str | None = None, names: Iterable[str] = ()) -> l
     if partition:
         argv.append(f"--partition={partition}")
     names = list(names)
-    if names:
-        argv.append(f"--nodes={','.join(names)}")
-    return probe.parse_sinfo_nodes(client(argv).stdout)
+    listed = hostlist.compress(names)
+    if names and len(listed) <= hostlist.NODELIST_INLINE_MAX:
+        argv.append(f"--nodes={listed}")
+    states = probe.parse_sinfo_nodes(client(argv).stdout)
+    if names and len(listed) > hostlist.NODELIST_INLINE_MAX:  # sinfo reads no file: every node, then ours
+        wanted = set(names)
+        states = [s for s in states if s.name in wanted]
+    return states
 
 
 def partitions() -> list[str]:

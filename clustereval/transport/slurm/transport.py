@@ -20,6 +20,7 @@ from clustereval.transport.base import (
     env_prefix,
     unpack_copy,
 )
+from clustereval.transport.slurm import hostlist
 from clustereval.transport.slurm.allocation import Allocation
 from clustereval.transport.slurm.client import no_slurm
 from clustereval.transport.slurm.failures import raise_for
@@ -113,7 +114,8 @@ class SlurmTransport(Transport):
             f"--nodes={len(nodes)}",
             f"--ntasks={len(nodes)}",
             "--ntasks-per-node=1",
-            f"--nodelist={','.join(nodes)}",
+            # a compressed hostlist (gpu[0001-4096]), or a file when even that is long: never the names joined
+            f"--nodelist={hostlist.argument(nodes)}",
             # the caller's cwd need not exist on a node; a missing one only warns and falls back
             f"--chdir={cwd or DEFAULT_CHDIR}",
             # no "job step created" chatter in stderr; errors still print
