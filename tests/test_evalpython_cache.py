@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,82 @@ def test_cleanup_keeps_every_folder_it_did_not_make(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == sorted(kept)
     assert not any(p.failed for p in seen.values())
     shutil.rmtree(tmp_path / "evaluser")
+
+
+@pytest.mark.timeout(900)  # a real torch install on a busy machine
+def test_a_planted_shared_cache_is_refused_named_never_run_and_the_run_builds_its_own(netns_cluster, tmp_path):
+    """On the bed, the cache on a shared path: a copy another uid planted at the very digest this run
+    would reuse (marker, Python and torch all right: the cache before the ownership rule ran it) is
+    refused and named, its interpreter never runs, the first node builds this run's own venv in the
+    run folder and every node runs it; the same run again finds the copy group-writable, refuses it
+    again and reuses its own; cleanup --venvs then moves only the user's own folder to trash."""
+    from clustereval.phases.evalpython import (
+        EXTRA_PACKAGES,
+        PIP_DEFAULT,
+        parse_available_versions,
+        pick_default_index_version,
+    )
+    from clustereval.phases.scratch import scratch_for
+    from clustereval.phases.venvcache import OWN_HOME, VenvKey, node_python
+    from clustereval.report.lint import lint_text
+    from tests.test_venv_cache_ownership import OTHER_UID, chown_tree, plant_venv
+    from tests.test_wordings_generated import report_with
+
+    if os.geteuid() != 0:
+        pytest.skip("a folder of another uid needs chown (root)")
+    why = node_wheels(tmp_path / "wheels")
+    if why:
+        pytest.skip(why)
+    cluster = netns_cluster(2)
+    cluster.set_node_env(PIP_FIND_LINKS=find_links(tmp_path / "wheels"))
+    store = RunStore.create(tmp_path / "run", "t")
+    store.save_state(RunState(name="t", stamp="s"))
+    config = Config(name="t", nodes=tuple(n.name for n in cluster.nodes), local_scratch=str(cluster.scratch_dir),
+                    shared_paths=(str(cluster.shared_dir),), torch_index="http://127.0.0.1:9/whl")
+    ctx = RunContext(config=config, transport=cluster.transport(), nodes=cluster.cluster_nodes(), store=store)
+    place = cache_place(config)
+    # the key the chain's second step asks for: pip's configured index, its newest CPU build
+    first = ctx.nodes[0]
+    listed = ctx.transport.run(first, ["python3", "-m", "pip", "index", "versions", "torch", *PIP_DEFAULT],
+                               timeout_s=300).stdout
+    base = node_python(ctx, first)
+    key = VenvKey(index="pip's configured index",
+                  torch_spec=(f"torch=={pick_default_index_version(parse_available_versions(listed), 'cpu')}",),
+                  packages=EXTRA_PACKAGES, python=str(base["python"]), python_executable=str(base["executable"]))
+    os.makedirs(place.root, mode=0o700)
+    os.chmod(place.user_folder, 0o700)
+    planted = Path(place.root) / key.digest()
+    sentinel = tmp_path / "planted-interpreter-ran"
+    plant_venv(planted, key.digest(), sentinel)
+    chown_tree(planted, OTHER_UID)
+
+    rec = EvalPythonPhase().run(ctx)
+    assert (rec.mode, rec.source, rec.status) == ("venv", "default-index", "ok"), rec.tried
+    assert not sentinel.exists()  # never run
+    own = f"{scratch_for(ctx).path_for(place.mount)}/{OWN_HOME}/{key.digest()}/bin/python"
+    assert rec.interpreter == own and ctx.eval_python == own and rec.venv_built == [first.name]
+    assert set(rec.executables) == {n.name for n in ctx.nodes} and all(rec.executables.values())
+    (gap,) = [g for g in rec.gaps if g.kind == "evalpython.cache-refused"]
+    assert gap.node == first.name and gap.facts["what"] == "copy"
+    assert gap.facts["problem"] == f"owned by uid {OTHER_UID}, not by the eval user (uid 0)"
+    assert any(str(planted) in line and "refused, not run" in line for line in rec.tried)  # named in the raw record
+    assert lint_text(report_with(gap)) == [] and str(planted) not in say(gap).text
+    assert planted.stat().st_uid == OTHER_UID and sorted(p.name for p in planted.iterdir()) == ["bin", MARKER]
+
+    chown_tree(planted, 0)
+    planted.chmod(0o775)  # group-writable now: refused again, and this run's own venv is found
+    again = EvalPythonPhase().run(ctx)
+    assert again.venv_reused == [first.name] and again.interpreter == own and not sentinel.exists()
+    (gap,) = [g for g in again.gaps if g.kind == "evalpython.cache-refused"]
+    assert gap.facts["problem"] == "writable by group or others (mode 775)"
+
+    mine = Path(place.root) / "00000000000000a1"
+    plant_venv(mine, "00000000000000a1", sentinel)
+    config_path = cluster.write_config(shared_paths=[str(cluster.shared_dir)])
+    res = run_cli("cleanup", "--venvs", "--config", str(config_path), cwd=cluster.workdir, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"moved {mine}" in res.stdout and f"left {planted} alone: {planted} is writable by group" in res.stdout
+    assert sorted(p.name for p in Path(place.root).iterdir()) == [planted.name]
+    (trashed,) = (Path(place.user_folder) / "trash").glob(f"*/{CACHE_DIR}/{mine.name}")
+    assert (trashed / MARKER).is_file() and not sentinel.exists()
+

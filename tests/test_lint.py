@@ -141,6 +141,7 @@ ALLOWED_NUMBERS = [
     "A 1024×4096×16384 shape and the fixed 16384³ matmul, 8× H200 per node, a 4-node write of 1 GiB.",
     "The 3200 Gb/s of 8× ConnectX-7 links at 400 Gb/s each; 26.5× slower than local; 1× would mean equal.",
     "busbw is algbw × 2(n−1)/n for n ranks; `NCCL_NVLS_ENABLE` (0 = force off, 2 = auto) after at least 20 calls.",
+    "`/scratch/alice` is owned by uid 65534, not by the eval user (uid 0), and writable by group or others (mode 775).",
 ]
 FLAGGED_NUMBERS = [
     "read / write MiB/s: 1_646.1 / 1_658.3",

@@ -170,8 +170,7 @@ class EvalPythonPhase:
                 if self._build_venv(ctx, rec, pip_args, [f"torch=={latest}"]):
                     rec.source = "pytorch-index"
                     return True
-                rec.refused_newest, rec.refused_url = latest, url
-                rec.refused_why = rec.tried[-1].split(": ", 1)[-1] if rec.tried else "no output"
+                note_refused(rec, latest, url)
                 return False
             rec.tried.append(f"PyTorch index {tag}: " + last_line(res.stderr or res.stdout, "no output")[:200])
         return False
@@ -345,6 +344,13 @@ def refusal_facts(found: CacheLook, place: CachePlace) -> dict[str, str]:
     elif not what:
         what = "inside" if found.path.count("/") > place.root.count("/") + 1 else "copy"
     return {"what": what, "problem": rest.removeprefix("is ")}
+
+
+def note_refused(rec: EvalPythonRecord, newest: str, url: str) -> None:
+    """The PyTorch index's ``newest`` torch could not be built into a venv: the record keeps it, the
+    index and why (the message of the last line ``_build_venv`` tried), for the Gap that names it."""
+    rec.refused_newest, rec.refused_url = newest, url
+    rec.refused_why = rec.tried[-1].split(": ", 1)[-1] if rec.tried else "no output"
 
 
 def not_newest_gap(rec: EvalPythonRecord, torch_spec: list[str]) -> Gap:

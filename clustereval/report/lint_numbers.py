@@ -49,6 +49,9 @@ _IDENT_WORDS = {
     "blackwell", "ampere", "bookworm", "jammy", "noble", "fedora", "amazon", "alma", "opensuse", "stripe", "count",
     "iodepth", "numjobs", "bs", "-r", "r", "jobs", "shape", "m", "n", "k", "group", "tier", "class", "model", "x86",
     "nvswitch", "infiniband", "hdr", "ndr", "xdr", "edr", "ddr", "gddr", "hbm", "lts", "rocm", "p5", "p4d", "slot",
+    # a folder's owner and permission bits, as the scratch and the eval Python's cache refuse one: "owned by
+    # uid 65534, not by the eval user (uid 0)", "writable by group or others (mode 775)"
+    "uid", "gid", "mode",
 }
 
 
