@@ -143,3 +143,31 @@ def test_a_refused_scratch_folder_is_worded_lint_clean(tmp_path, how):
         problems = lint_text(report_with(gap))
         assert problems == [], f"{say(gap).text!r}: {problems}"
         assert area.path in say(gap).text  # named
+
+
+def test_the_example_re_rendered_with_a_failed_build_is_lint_clean(tmp_path, monkeypatch):
+    """The example run's records with the Gaps of a real failed build added, re-rendered by
+    ``clustereval report``: lint passes (a lint failure is our own defect, exit 3)."""
+    import json
+    import shutil
+
+    from clustereval.records import to_dict
+    from tests.conftest import run_cli
+
+    gaps, _rec = _recorded_gaps("pip-for-the-user", tmp_path / "build", monkeypatch)
+    monkeypatch.delenv("PIP_USER")
+    example = Path(__file__).resolve().parents[1] / "examples"
+    (raw,) = example.glob("raw-*")
+    copy = tmp_path / "reports" / raw.name
+    shutil.copytree(raw, copy)
+    shutil.copy(example / f"{raw.name.removeprefix('raw-')}.md", copy.parent)
+    record = copy / "evalpython.record.json"
+    data = json.loads(record.read_text())
+    data["gaps"] = data.get("gaps", []) + [to_dict(g) for g in gaps]
+    record.write_text(json.dumps(data, indent=2))
+    res = run_cli("report", str(copy), cwd=tmp_path)
+    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: the run's own findings; never 3
+    report = (copy.parent / f"{raw.name.removeprefix('raw-')}.md").read_text()
+    (error,) = [g for g in gaps if g.kind == "node.error"]
+    assert say(error).text in report
+    assert run_cli("lint", str(copy.parent / f"{raw.name.removeprefix('raw-')}.md"), cwd=tmp_path).returncode == 0
