@@ -23,7 +23,7 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends python3 python3-pip
 fi
 
-python3 -m pip install torch==2.13.0 numpy matplotlib pytest pytest-timeout pytest-xdist==3.8.0 ruff mypy==1.13.0 xmlschema
+python3 -m pip install torch==2.13.0 numpy "scipy>=1.10" matplotlib pytest pytest-timeout pytest-xdist==3.8.0 ruff mypy==1.13.0 xmlschema
 python3 -m pip install -e .
 
 ruff check .

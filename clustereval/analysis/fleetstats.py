@@ -1,24 +1,36 @@
 """Fleet-relative verdicts with the confidence behind them. Pure.
 
-Every per-unit figure a run measures several times (a GPU's MSMF or lemon passes, a node's pairwise
-samples, a node's write) is judged against the unit's peers of the same kind:
+Every per-unit figure a run measures (a GPU's MSMF or lemon passes, a node's pairwise samples, a
+node's write) is judged against the unit's peers of the same kind:
 
 - the **fleet centre** is the median of the units' means, its **spread** their MAD;
 - the **repeat noise** (per repeat, as a fraction of the unit's mean) is pooled over the units'
   own repeats; a unit clearly noisier than the pool (an F test at the stated confidence, corrected
   for the number of units) is judged on its own noise and its own few degrees of freedom; with no
   repeats at all the fleet's spread stands in for it (an upper bound);
-- a unit is **slow** only when both hold: its shortfall against the centre is at least the
-  practical threshold, and a one-sided Student t test of "no shortfall" is rejected at the stated
-  confidence after Holm's step-down correction over every unit judged together (so a 1000-GPU
-  fleet does not flag ten healthy GPUs by chance: the chance of naming any healthy unit is at most
-  1 - confidence);
+- a unit with repeats is **slow** only when both hold: its shortfall against the centre is at
+  least the practical threshold, and a one-sided Student t test of "no shortfall" is rejected at the
+  stated confidence after Holm's step-down correction over every unit judged together (so a
+  1000-GPU fleet does not flag ten healthy GPUs by chance: the chance of naming any healthy unit is
+  at most 1 - confidence);
+- a unit with **one figure** is judged the same way, except that its figure is taken to scatter
+  as widely as Student's t with ``ONE_FIGURE_TAIL_DF`` degrees of freedom (scaled to the noise), not
+  as a normal: one figure cannot tell a pass that hiccuped from a slow unit, so the verdict must hold
+  for fleets whose figures have heavier tails than a normal's, and the p-value also carries the
+  uncertainty of the spread it is measured in (``one_figure_sf``);
 - the **detectable shortfall** is the smallest shortfall a typical unit of this run would have
-  been found with, at that confidence, in ``DETECTION_PROBABILITY`` of runs.
+  been found with, at that confidence, in ``DETECTION_PROBABILITY`` of runs; None where that is a
+  shortfall of 100% or more, which is no figure: the group was too noisy to judge.
+
+The distributions are scipy's (``scipy.special``'s t, F and normal tails and quantiles, the
+functions ``scipy.stats`` calls); Holm's step-down is written here, since scipy has no family-wise
+procedure (its ``false_discovery_control`` bounds the false discovery rate, a weaker promise than
+"no healthy unit named in 99% of runs").
 
 ``judge_fleet(units, policy)`` takes ``UnitSamples`` (a label, a peer group, the repeats) and
 returns one ``GroupJudgement`` per peer group. ``compare_runs`` judges a change between two runs
-against both runs' repeat noise. The methods are written out in docs/statistics.md.
+against both runs' repeat noise. The methods are written out in docs/statistics.md, and
+``benchmarks/fleet_false_positives.py`` measures the false-positive rate on simulated fleets.
 """
 
 from __future__ import annotations
@@ -27,14 +39,31 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING
+
+# numpy and scipy are imported where they are used: every CLI start imports this module (app.py reads the
+# policy), and scipy.stats alone costs about 1.4 s of CPU, paid by each of the test suite's thousand CLI
+# processes; the tails come from scipy.special (stdtr, fdtrc, ndtr: what scipy.stats' t, F and normal call)
+if TYPE_CHECKING:
+    import numpy as np
 
 DETECTION_PROBABILITY = 0.9  # "would have been found": in this share of runs, at the stated confidence
 MAD_TO_SD = 1.4826  # the MAD of normal data times this is its standard deviation
 MEDIAN_EFFICIENCY = math.pi / 2  # variance of a sample median over that of the mean, normal data
+# A unit judged on one figure: that figure may scatter as widely as Student's t with this many degrees of
+# freedom (heavier tails than any t with more; the normal is the limit). 3 is the fewest with a finite
+# variance the pooled repeat noise can stand for; benchmarks/fleet_false_positives.py measures fleets
+# from normal to t with 3 degrees of freedom
+ONE_FIGURE_TAIL_DF = 3
+_HERMITE_NODES = 16  # Gauss-Hermite nodes over the spread's own uncertainty (one_figure_sf; 16 agree with 96 to 9 digits)
 
 TOO_SMALL = "too small"
 TOO_NOISY = "too noisy"
 NO_REPEATS = "no repeats"
+
+FLEET_SPREAD = "fleet spread"
+REPEATS = "repeats"
 
 
 @dataclass(frozen=True)
@@ -95,7 +124,9 @@ class GroupJudgement:
     noise_basis: str = ""  # "repeats" | "fleet spread"
     noise_df: int = 0  # degrees of freedom behind noise_frac
     typical_repeats: int = 0
-    detectable_frac: float | None = None  # smallest shortfall found at the confidence (see module doc)
+    # smallest shortfall found at the confidence (see module doc); None when not judged, or when that
+    # shortfall is 100% or more (too noisy to judge at all)
+    detectable_frac: float | None = None
     judged: bool = False
     why_not: str = ""  # TOO_SMALL | TOO_NOISY | NO_REPEATS, with judged False or (too noisy) True
     units: list[UnitVerdict] = field(default_factory=list)
@@ -109,79 +140,121 @@ class GroupJudgement:
         return self.why_not == TOO_NOISY
 
 
-# --- Student t, without scipy -------------------------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-14:
-            break
-    return h
-
-
-def _betai(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbeta) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbeta) * _betacf(b, a, 1.0 - x) / b
-
+# --- the distributions (scipy) ----------------------------------------------------------------------
 
 def t_sf(t: float, df: float) -> float:
     """P(T > t) for Student's t with ``df`` degrees of freedom (the normal when df is infinite)."""
-    if math.isinf(df):
-        return 0.5 * math.erfc(t / math.sqrt(2.0))
-    tail = 0.5 * _betai(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t > 0 else 1.0 - tail
+    from scipy import special
+
+    # the upper tail as the lower one at -t: 1 - cdf(t) would round to 0 far out
+    return float(special.ndtr(-t) if math.isinf(df) else special.stdtr(df, -t))
 
 
 def f_sf(f: float, df1: float, df2: float) -> float:
     """P(F > f) for the F distribution with (``df1``, ``df2``) degrees of freedom."""
-    if f <= 0:
-        return 1.0
-    return _betai(df2 / 2.0, df1 / 2.0, df2 / (df2 + df1 * f))
+    from scipy import special
+
+    return float(special.fdtrc(df1, df2, f)) if f > 0 else 1.0
 
 
 def t_quantile(p_upper: float, df: float) -> float:
-    """The t with P(T > t) = ``p_upper`` (0 < p_upper < 0.5), by bisection on ``t_sf``."""
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > p_upper:
-        hi *= 2.0
-        if hi > 1e7:
-            return hi
-    for _ in range(100):
-        mid = (lo + hi) / 2.0
-        if t_sf(mid, df) > p_upper:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    """The t with P(T > t) = ``p_upper`` (by symmetry, minus the lower ``p_upper`` quantile)."""
+    from scipy import special
+
+    return float(-special.ndtri(p_upper) if math.isinf(df) else -special.stdtrit(df, p_upper))
 
 
 def z_quantile(p: float) -> float:
     """The standard normal quantile (P(Z < z) = p)."""
-    return statistics.NormalDist().inv_cdf(p)
+    from scipy import special
+
+    return float(special.ndtri(p))
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down: which hypotheses are rejected with the family-wise error held at ``alpha``.
+
+    The k-th smallest p-value (from 0) is compared with alpha / (m - k); the first that exceeds its
+    level stops the procedure, and it and every larger one are kept."""
+    import numpy as np
+
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    if not m:
+        return []
+    order = np.argsort(p, kind="stable")
+    over = p[order] > alpha / (m - np.arange(m))
+    stop = int(np.argmax(over)) if over.any() else m
+    rejected = np.zeros(m, dtype=bool)
+    rejected[order[:stop]] = True
+    return rejected.tolist()
+
+
+# --- one figure a unit --------------------------------------------------------------------------------
+
+def _tail_unit(basis: str) -> float:
+    """The reference t's own measure of spread, in the units the noise is measured in: its MAD-implied
+    standard deviation for the fleet's spread (1.4826 MAD), its standard deviation for pooled repeats."""
+    nu = ONE_FIGURE_TAIL_DF
+    if basis == FLEET_SPREAD:
+        return MAD_TO_SD * t_quantile(0.25, nu)
+    return math.sqrt(nu / (nu - 2))
+
+
+def _spread_log_var(basis: str, num_units: int, df: int) -> float:
+    """The variance of log(estimated noise / true noise).
+
+    The fleet's spread is a MAD: asymptotically its log scatters by 1 / (16 n f(q)^2 q^2) for the
+    reference t's upper quartile q and density f there; a MAD of n values has n - 1.5 values' worth of
+    information about it, and one fewer for an odd n, whose median is a unit at deviation 0 (fitted on
+    simulated t fleets of 4 to 128 units with the tested unit at the extreme, always on the wide side).
+    Pooled repeats are a standard deviation with ``df`` degrees of freedom: 1 / (2 df)."""
+    if basis == FLEET_SPREAD:
+        from scipy import special
+
+        nu = ONE_FIGURE_TAIL_DF
+        q = t_quantile(0.25, nu)
+        # Student's t density at q, normalised by scipy's beta function
+        density = (1 + q * q / nu) ** (-(nu + 1) / 2) / (math.sqrt(nu) * float(special.beta(0.5, nu / 2)))
+        effective = (num_units - 1 if num_units % 2 else num_units) - 1.5
+        return 1.0 / (16.0 * density ** 2 * q ** 2 * max(effective, 0.5))
+    return 1.0 / (2.0 * max(df, 1))
+
+
+def one_figure_sf(d: np.ndarray | float, basis: str, num_units: int, df: int) -> np.ndarray:
+    """P(D >= d) for a healthy unit judged on one figure, D its shortfall over its standard error.
+
+    The figure scatters as Student's t with ``ONE_FIGURE_TAIL_DF`` degrees of freedom scaled to the true
+    noise, and D divides by the estimated noise, whose log is taken as normal with the variance of
+    ``_spread_log_var``: the tail is averaged over that scatter by Gauss-Hermite quadrature."""
+    import numpy as np
+    from scipy import special
+
+    nodes, weights = _hermite()
+    scale = np.exp(math.sqrt(_spread_log_var(basis, num_units, df)) * nodes) * _tail_unit(basis)
+    d = np.atleast_1d(np.asarray(d, dtype=float))
+    out: np.ndarray = special.stdtr(ONE_FIGURE_TAIL_DF, -np.outer(d, scale)) @ weights  # stdtr(-x): the t's upper tail
+    return out
+
+
+@cache
+def _hermite() -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes and weights for an expectation over a standard normal."""
+    from scipy import special
+
+    nodes, weights = special.roots_hermitenorm(_HERMITE_NODES)
+    return nodes, weights / math.sqrt(2.0 * math.pi)
+
+
+def _one_figure_critical(p: float, basis: str, num_units: int, df: int) -> float:
+    """The D at which ``one_figure_sf`` falls to ``p``."""
+    from scipy import optimize
+
+    hi = 10.0
+    while one_figure_sf(hi, basis, num_units, df)[0] > p:
+        hi *= 4.0
+    return float(optimize.brentq(lambda d: float(one_figure_sf(d, basis, num_units, df)[0]) - p, 0.0, hi,
+                                 xtol=1e-6, rtol=1e-10))
 
 
 # --- the fleet ------------------------------------------------------------------------------------
@@ -194,27 +267,21 @@ def _mean_sd(xs: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
 
 
-def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down: which hypotheses are rejected with the family-wise error held at ``alpha``."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    rejected = [False] * len(p_values)
-    m = len(p_values)
-    for rank, i in enumerate(order):
-        if p_values[i] > alpha / (m - rank):
-            break
-        rejected[i] = True
-    return rejected
-
-
 def detectable_frac(noise_frac: float, repeats: int, num_units: int, df: float, policy: VerdictPolicy,
-                    num_tests: int | None = None) -> float:
+                    num_tests: int | None = None, noise_basis: str = REPEATS) -> float:
     """The smallest shortfall a unit with ``repeats`` repeats at ``noise_frac`` per repeat is named
     with, in ``DETECTION_PROBABILITY`` of runs: the flag needs the estimate past both the practical
-    threshold and the corrected critical value, and the estimate scatters by its standard error."""
+    threshold and the corrected critical value, and the estimate scatters by its standard error (by
+    the reference t's scatter for a unit of one figure). It may be 100% or more: no shortfall would be."""
     se = _se(noise_frac, max(1, repeats), noise_frac / math.sqrt(max(1, repeats)), num_units)
     tests = num_tests or num_units
-    crit = t_quantile(policy.alpha / tests, df if df > 0 else math.inf)
-    return max(policy.threshold_frac, crit * se) + z_quantile(DETECTION_PROBABILITY) * se
+    if repeats <= 1:
+        crit = _one_figure_critical(policy.alpha / tests, noise_basis, num_units, int(df))
+        scatter = t_quantile(1.0 - DETECTION_PROBABILITY, ONE_FIGURE_TAIL_DF) / _tail_unit(noise_basis)
+    else:
+        crit = t_quantile(policy.alpha / tests, df if df > 0 else math.inf)
+        scatter = z_quantile(DETECTION_PROBABILITY)
+    return max(policy.threshold_frac, crit * se) + scatter * se
 
 
 def _se(noise_frac: float, repeats: int, unit_mean_sd_frac: float, num_units: int) -> float:
@@ -247,11 +314,36 @@ def judge_fleet(units: Sequence[UnitSamples], policy: VerdictPolicy | None = Non
     return out
 
 
+def _p_values(g: GroupJudgement, shortfall: np.ndarray, se: np.ndarray, repeats: np.ndarray,
+              df: np.ndarray) -> np.ndarray:
+    """One-sided p-values of "no shortfall": Student t on a unit's repeats, the one-figure tail for a
+    unit of one figure; 1 at or above the centre, 0 below it with no error at all."""
+    import numpy as np
+    from scipy import special
+
+    p = np.ones(shortfall.size)
+    below = shortfall > 0
+    exact = below & (se <= 0)
+    p[exact] = 0.0
+    test = below & (se > 0)
+    d = np.divide(shortfall, se, out=np.zeros_like(shortfall), where=se > 0)
+    one = test & (repeats == 1)
+    if one.any():
+        p[one] = one_figure_sf(d[one], g.noise_basis, g.num_units, g.noise_df)
+    many = test & (repeats > 1)
+    if many.any():
+        p[many] = np.where(df[many] > 0, special.stdtr(np.maximum(df[many], 1), -d[many]), special.ndtr(-d[many]))
+    return p
+
+
 def _group(name: str, members: list[UnitSamples], policy: VerdictPolicy, num_tests: int) -> GroupJudgement:
+    import numpy as np
+    from scipy import special
+
     g = GroupJudgement(group=name, num_units=len(members), confidence=policy.confidence,
                        threshold_frac=policy.threshold_frac)
-    stats = [(m, *_mean_sd(m.samples)) for m in members]
-    means = [mean for _, mean, _ in stats]
+    stats_ = [(m, *_mean_sd(m.samples)) for m in members]
+    means = [mean for _, mean, _ in stats_]
     g.median = statistics.median(means)
     g.mad = statistics.median(abs(x - g.median) for x in means)
     g.spread_frac = MAD_TO_SD * g.mad / g.median if g.median else 0.0
@@ -259,41 +351,48 @@ def _group(name: str, members: list[UnitSamples], policy: VerdictPolicy, num_tes
     if g.median <= 0:
         g.why_not = TOO_SMALL
         return g
-    num_df = sum(len(m.samples) - 1 for m, _, sd in stats if sd is not None)
+    num_df = sum(len(m.samples) - 1 for m, _, sd in stats_ if sd is not None)
     if num_df:
-        pooled = sum((len(m.samples) - 1) * (sd / mean) ** 2 for m, mean, sd in stats if sd is not None and mean)
-        g.noise_frac, g.noise_basis, g.noise_df = math.sqrt(pooled / num_df), "repeats", num_df
+        pooled = sum((len(m.samples) - 1) * (sd / mean) ** 2 for m, mean, sd in stats_ if sd is not None and mean)
+        g.noise_frac, g.noise_basis, g.noise_df = math.sqrt(pooled / num_df), REPEATS, num_df
     else:
-        g.noise_frac, g.noise_basis, g.noise_df = g.spread_frac, "fleet spread", len(members) - 1
+        g.noise_frac, g.noise_basis, g.noise_df = g.spread_frac, FLEET_SPREAD, len(members) - 1
     unit_sd = g.noise_frac / math.sqrt(max(1, g.typical_repeats))
-    for m, mean, sd in stats:
-        own = sd / mean if sd is not None and mean else None
-        # a unit is judged on its own noise only when it is clearly noisier than its peers (an F test at
-        # the stated confidence, corrected for the units tested): otherwise its two or so degrees of
-        # freedom would hide any shortfall, and at 1% a real slow unit in a hundred would lose its verdict
-        noisy = (own is not None and g.noise_basis == "repeats" and own > g.noise_frac
-                 and f_sf((own / g.noise_frac) ** 2, len(m.samples) - 1, g.noise_df) < policy.alpha / len(members))
-        noise, df = (own, len(m.samples) - 1) if noisy and own is not None else (g.noise_frac, g.noise_df)
-        se = _se(noise, len(m.samples), unit_sd, len(members))
-        short = (g.median - mean) / g.median
-        if short <= 0:
-            p = 1.0  # at or above the centre: no shortfall to test
-        else:
-            p = t_sf(short / se, df if df > 0 else math.inf) if se > 0 else 0.0
-        g.units.append(UnitVerdict(unit=m.unit, group=name, num_repeats=len(m.samples), mean=mean,
-                                   noise_frac=own, shortfall_frac=short, se_frac=se, p_value=p,
-                                   own_noise=noisy))
+    repeats = np.array([len(m.samples) for m in members])
+    own = np.array([sd / mean if sd is not None and mean else np.nan for _, mean, sd in stats_])
+    # a unit is judged on its own noise only when it is clearly noisier than its peers (an F test at
+    # the stated confidence, corrected for the units tested): otherwise its two or so degrees of
+    # freedom would hide any shortfall, and at 1% a real slow unit in a hundred would lose its verdict
+    noisy = np.zeros(len(members), dtype=bool)
+    if g.noise_basis == REPEATS and g.noise_frac > 0:
+        candidates = np.isfinite(own) & (own > g.noise_frac)
+        if candidates.any():
+            ratio = (own[candidates] / g.noise_frac) ** 2
+            noisy[candidates] = special.fdtrc(repeats[candidates] - 1, g.noise_df, ratio) < policy.alpha / len(members)
+    noise = np.where(noisy, own, g.noise_frac)
+    df = np.where(noisy, repeats - 1, g.noise_df)
+    se = np.sqrt(noise ** 2 / repeats + MEDIAN_EFFICIENCY * unit_sd ** 2 / len(members))
+    shortfall = (g.median - np.array(means)) / g.median
+    p = _p_values(g, shortfall, se, repeats, df)
+    for i, (m, mean, _) in enumerate(stats_):
+        g.units.append(UnitVerdict(unit=m.unit, group=name, num_repeats=int(repeats[i]), mean=mean,
+                                   noise_frac=None if math.isnan(own[i]) else float(own[i]),
+                                   shortfall_frac=float(shortfall[i]), se_frac=float(se[i]), p_value=float(p[i]),
+                                   own_noise=bool(noisy[i])))
     if len(members) < policy.min_units:
         g.why_not = TOO_SMALL
         return g
     if g.noise_df < 1 or g.noise_frac <= 0:  # identical figures say nothing about how much one moves
         g.why_not = NO_REPEATS
         return g
-    g.detectable_frac = detectable_frac(g.noise_frac, g.typical_repeats, len(members), g.noise_df, policy,
-                                        num_tests=num_tests)
     g.judged = True
-    if g.detectable_frac > policy.max_detectable_frac:
+    found = detectable_frac(g.noise_frac, g.typical_repeats, len(members), g.noise_df, policy,
+                            num_tests=num_tests, noise_basis=g.noise_basis)
+    if found > policy.max_detectable_frac:
         g.why_not = TOO_NOISY
+    # a shortfall of 100% is a figure of zero: "found only at 100% or more" is no figure, the group
+    # was too noisy to judge
+    g.detectable_frac = found if math.isfinite(found) and found < 1.0 else None
     return g
 
 

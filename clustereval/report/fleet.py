@@ -4,7 +4,8 @@ Beside the spec and target verdicts, never instead of them: a unit the fleet sta
 gets its own Underperforming bullet, labelled fleet-relative, with its figures, its peers' median,
 the shortfall and the confidence; a subsystem's Healthy (or Needs operator input) bullet gains one
 sentence per kind of figure saying the smallest shortfall this run could have found, or that the
-fleet was too small or too noisy to judge. The statistics are ``analysis.fleet`` / ``fleetstats``.
+fleet was too small or too noisy to judge (never a shortfall of 100% or more, which is no figure).
+The statistics are ``analysis.fleet`` / ``fleetstats``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from clustereval.analysis.fleet import FleetKind
 from clustereval.analysis.fleetstats import (
     DETECTION_PROBABILITY,
+    REPEATS,
     TOO_NOISY,
     TOO_SMALL,
     GroupJudgement,
@@ -77,11 +79,16 @@ def group_sentence(k: FleetKind, g: GroupJudgement) -> str:
                 f"(that takes at least {plural(k.policy.min_units, k.noun)}).")
     if not g.judged:
         return f"Fleet-relative {k.what}: {whose} have no repeats or spread to judge by."
+    # one figure a unit: its peers' spread is all the run knows of how much one figure moves, and the
+    # verdict allows for heavy tails in it (fleetstats.ONE_FIGURE_TAIL_DF), so the sentence says so
+    noise = (f"repeat noise {_pct(g.noise_frac)}" if g.noise_basis == REPEATS
+             else f"one figure each, a spread of {_pct(g.noise_frac)} between them")
+    if g.detectable_frac is None:
+        # no shortfall short of 100% would have been found: the fleet was too noisy to judge, and nothing more
+        return f"Fleet-relative {k.what}: {whose} are too noisy to judge against each other ({noise})."
     # "a GPU whose MSMF fell 1.6% short": never "GPU 1.6%", which reads as a GPU's index
-    found = (f"a {k.noun} whose {k.what} fell {_pct(g.detectable_frac or 0.0)} short of its peers would have been "
+    found = (f"a {k.noun} whose {k.what} fell {_pct(g.detectable_frac)} short of its peers would have been "
              f"found at {_confidence(k)} confidence in {DETECTION_PROBABILITY:.0%} of runs")
-    noise = (f"repeat noise {_pct(g.noise_frac)}" if g.noise_basis == "repeats"
-             else f"a spread of {_pct(g.noise_frac)} between them")
     if g.why_not == TOO_NOISY:
         return (f"Fleet-relative {k.what}: {whose} are too noisy to call healthy against each other ({noise}): only "
                 f"{found}.")
