@@ -259,3 +259,21 @@ def test_nothing_is_moved_into_a_trash_someone_else_can_write(tmp_path, how):
         assert not theirs.exists() or list(theirs.iterdir()) == []
     finally:
         subprocess.run(["rm", "-rf", "--", str(local)], check=False)
+
+
+def test_a_resumed_run_checks_its_recorded_venv_before_running_it(tmp_path):
+    """A resumed run reuses the interpreter its record names: when that venv is no longer the user's
+    alone it is not run (the run finds or builds one again); while it still is, it is used."""
+    from clustereval.phases.evalpython import EvalPythonPhase
+
+    ctx = make_ctx(tmp_path, local=tmp_path / "local")
+    place = cache_place(ctx.config)
+    look(ctx, ctx.nodes[0], place.user_folder, place.root, KEY.digest())
+    venv = Path(place.root) / KEY.digest()
+    sentinel = tmp_path / "recorded-interpreter-ran"
+    plant_venv(venv, KEY.digest(), sentinel)
+    python = str(venv / "bin" / "python")
+    assert EvalPythonPhase()._still_there(ctx, python) and sentinel.exists()  # ours: run, and torch imports
+    sentinel.unlink()
+    chown_tree(venv, OTHER_UID)
+    assert not EvalPythonPhase()._still_there(ctx, python) and not sentinel.exists()

@@ -23,9 +23,10 @@ The report never shows an interpreter or venv path: they stay in the raw record.
 
 from __future__ import annotations
 
+import posixpath
 import re
 
-from clustereval.errors import ClusterEvalError
+from clustereval.errors import ClusterEvalError, TransportError
 from clustereval.phases.base import RunContext
 from clustereval.phases.pernode import NodeStep, each_node, live, node_label
 from clustereval.phases.venvcache import (
@@ -122,10 +123,18 @@ class EvalPythonPhase:
         ctx.eval_python = record.interpreter
 
     def _still_there(self, ctx: RunContext, python: str) -> bool:
+        """Whether the recorded venv interpreter ``python`` (``<user folder>/<home>/<digest>/bin/python``)
+        still passes the ownership rule (``venvcache.look``, before it is run) and imports torch."""
+        venv = posixpath.dirname(posixpath.dirname(python))
+        home = posixpath.dirname(venv)
         try:
+            if look(ctx, ctx.nodes[0], posixpath.dirname(home), home, posixpath.basename(venv)).state != "present":
+                return False  # gone, or refused: found or built again, and a refusal said there
             res = ctx.transport.run(ctx.nodes[0], [python, "-c", "import torch"], timeout_s=120)
-        except ClusterEvalError:
+        except TransportError:
             return True  # the node is gone: the phases that need it say so themselves
+        except ClusterEvalError:
+            return False
         return res.ok
 
     def run(self, ctx: RunContext) -> EvalPythonRecord:
