@@ -121,28 +121,58 @@ def test_the_real_reasons_reach_the_gaps(tmp_path, monkeypatch):
     assert "site packages are not visible in this virtual environment" in say(error).text
 
 
-@pytest.mark.parametrize("how", ["run-folder-of-another-uid", "user-folder-group-writable"])
-def test_a_refused_scratch_folder_is_worded_lint_clean(tmp_path, how):
-    """A reused run folder that is not the user's alone, as the storage phase and ``each_node`` record it."""
-    if os.geteuid() != 0:
-        pytest.skip("a folder of another uid needs chown (root)")
+SCRATCH_FAILURES = ["reused-run-folder-of-another-uid", "reused-user-folder-group-writable",
+                    "new-user-folder-of-another-uid", "new-user-folder-group-writable", "mount-missing",
+                    "no-room"]
+
+
+def _scratch_failure(how: str, tmp_path: Path):  # noqa: ANN202 - (RunContext, mount, the failing step)
     local = tmp_path / "local"
     ctx = make_ctx(tmp_path, local=local)
-    area = scratch_for(ctx).ensure(ctx.nodes[0], str(local))
-    if how == "run-folder-of-another-uid":
-        os.chown(area.path, OTHER_UID, OTHER_UID)
+    user = local / "evaluser"
+    mount = str(local)
+    if how.startswith("reused-"):
+        area = scratch_for(ctx).ensure(ctx.nodes[0], mount)
+        if how == "reused-run-folder-of-another-uid":
+            os.chown(area.path, OTHER_UID, OTHER_UID)
+        else:
+            os.chmod(user, 0o775)
+        ctx.scratch = None  # a resumed run
+    elif how == "new-user-folder-of-another-uid":
+        user.mkdir()
+        os.chown(user, OTHER_UID, OTHER_UID)
+    elif how == "new-user-folder-group-writable":
+        user.mkdir(mode=0o775)
+        os.chmod(user, 0o775)
+    elif how == "mount-missing":
+        mount = str(tmp_path / "not-mounted")
+        ctx = make_ctx(tmp_path / "other", local=local, shared=(Path(mount),))
+    if how == "no-room":
+        def step(node):  # noqa: ANN001, ANN202 - what the storage phase asks before a scan
+            area = scratch_for(ctx).ensure(node, mount)
+            short = scratch_for(ctx).space(node, area.path).avail_bytes + 2**30  # a mount 1 GiB short
+            return scratch_for(ctx).require_space(node, area.path, short, "the 16 KiB to 1 GiB scan")
     else:
-        os.chmod(local / "evaluser", 0o775)
-    ctx.scratch = None
-    (step,) = each_node(ctx, "storage", "Storage", ctx.nodes, lambda n: scratch_for(ctx).ensure(n, str(local)),
-                        what="`fio`")
-    assert step.gap is not None and step.error is not None
+        def step(node):  # noqa: ANN001, ANN202
+            return scratch_for(ctx).ensure(node, mount)
+    if os.path.exists(tmp_path / "not-mounted"):
+        os.rmdir(tmp_path / "not-mounted")
+    return ctx, mount, step
+
+
+@pytest.mark.parametrize("how", SCRATCH_FAILURES)
+def test_a_refused_scratch_folder_is_worded_lint_clean(tmp_path, how):
+    """A scratch folder refused for real, as ``each_node`` and the storage phase record it."""
+    if os.geteuid() != 0:
+        pytest.skip("a folder of another uid needs chown (root)")
+    ctx, mount, step = _scratch_failure(how, tmp_path)
+    (done,) = each_node(ctx, "storage", "Storage", ctx.nodes, step, what="`fio`")
+    assert done.gap is not None and done.error is not None, how
     scan = Gap(phase="storage", node=ctx.nodes[0].name, kind="storage.scan-refused",
-               facts={"path": str(local), "message": step.error.message, "hint": step.error.hint or ""})
-    for gap in (step.gap, scan):
+               facts={"path": mount, "message": done.error.message, "hint": done.error.hint or ""})
+    for gap in (done.gap, scan):
         problems = lint_text(report_with(gap))
         assert problems == [], f"{say(gap).text!r}: {problems}"
-        assert area.path in say(gap).text  # named
 
 
 def test_the_example_re_rendered_with_a_failed_build_is_lint_clean(tmp_path, monkeypatch):
