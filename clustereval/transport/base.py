@@ -22,6 +22,14 @@ R = TypeVar("R")
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_FANOUT = 32
+# What one command may take on a command line, wherever it is exec'd (here: ssh, srun, kubectl; on a
+# node: what the remote shell or the container runtime runs). Linux refuses a single argument of
+# MAX_ARG_STRLEN bytes or more (32 pages), and a command whose arguments and environment together pass
+# ARG_MAX, which is a quarter of the stack limit but never less than 32 pages: so every command we
+# build stays within half of that floor, COMMAND_MAX_BYTES, the other half left to the environment.
+# Data that grows with the fleet (targets, node lists, peers) goes on stdin or in a file instead.
+MAX_ARG_STRLEN = 131072
+COMMAND_MAX_BYTES = 65536
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,12 @@ class Attempt(Generic[R]):
 def shell_join(argv: Iterable[str]) -> str:
     """One shell word per argument: what a remote shell sees cannot run user data."""
     return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def command_bytes(argv: Sequence[str]) -> int:
+    """What ``argv`` takes of ARG_MAX when exec'd: each argument with its NUL, and a pointer to each
+    (with the list's closing NULL pointer)."""
+    return sum(len(str(a).encode()) + 1 for a in argv) + 8 * (len(argv) + 1)
 
 
 def env_prefix(env: Mapping[str, str] | None) -> list[str]:
