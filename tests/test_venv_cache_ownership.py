@@ -277,3 +277,15 @@ def test_a_resumed_run_checks_its_recorded_venv_before_running_it(tmp_path):
     sentinel.unlink()
     chown_tree(venv, OTHER_UID)
     assert not EvalPythonPhase()._still_there(ctx, python) and not sentinel.exists()
+
+
+def test_the_cache_never_creates_its_mount(tmp_path):
+    """A shared path that is not mounted on the node must not become a folder on its own disk."""
+    missing = tmp_path / "shared-not-mounted"
+    ctx = make_ctx(tmp_path, local=tmp_path / "local", shared=(missing,))
+    place = cache_place(ctx.config)
+    assert place.shared and place.mount == str(missing)
+    with pytest.raises(VenvBuildError) as exc:
+        look(ctx, ctx.nodes[0], place.user_folder, place.root, KEY.digest(), mount=place.mount)
+    assert f"{missing} does not exist on this node" in exc.value.message
+    assert not missing.exists()

@@ -311,7 +311,7 @@ class EvalPythonPhase:
         is one for all nodes."""
         digest = key.digest()
         looks = each_node(ctx, self.name, self.title, builders,
-                          lambda n: look(ctx, n, place.user_folder, place.root, digest),
+                          lambda n: look(ctx, n, place.user_folder, place.root, digest, mount=place.mount),
                           what="the eval Python's cache check")
         refused = [(s.node, s.value) for s in looks if s.value is not None and s.value.state == "refused"]
         refusals = [self._refusal(ctx, rec, place, node, found) for node, found in refused]
@@ -319,7 +319,7 @@ class EvalPythonPhase:
         def build(node: Node) -> VenvOnNode:
             if not refused:
                 return find_or_build(ctx, node, key, pip_args, progress=doing, user_folder=place.user_folder,
-                                     home=place.root)
+                                     home=place.root, mount=place.mount)
             home = own_home(ctx, node, place.mount)
             return find_or_build(ctx, node, key, pip_args, progress=doing, user_folder=home.rsplit("/", 1)[0],
                                  home=home)

@@ -61,15 +61,17 @@ _NODE_PYTHON = ("import json, os, platform, sys\n"
                 "'python': platform.python_version()}))\n")
 
 # Run on the node before anything in the cache is run. $1 the user's folder, $2 the cache folder,
-# $3 the venv folder. The first two are made mode 700 when absent. Prints ``absent`` (no venv there
-# yet) or ``present`` (the venv, everything in it and its interpreter pass the ownership rule);
-# exit 7 with ``not-private: <path> <problem>`` on stderr when something fails it; exit 5 when a
-# folder cannot be made.
+# $3 the venv folder, $4 the mount the user's folder is on (never created: a shared path that is not
+# mounted must not become a folder on the node's own disk). The first two are made mode 700 when
+# absent. Prints ``absent`` (no venv there yet) or ``present`` (the venv, everything in it and its
+# interpreter pass the ownership rule); exit 7 with ``not-private: <path> <problem>`` on stderr when
+# something fails it; exit 5 when a folder cannot be made.
 _CHECK = PRIVATE_SH + r'''
-user=$1 root=$2 venv=$3
+user=$1 root=$2 venv=$3 mount=$4
+[ -d "$mount" ] || { echo "$mount does not exist on this node" >&2; exit 5; }
 for dir in "$user" "$root"; do
   if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
-    mkdir -p -- "$(dirname -- "$dir")" 2>/dev/null
+    [ "$dir" = "$user" ] && mkdir -p -- "$(dirname -- "$dir")" 2>/dev/null
     err=$(mkdir -m 700 -- "$dir" 2>&1) || [ -d "$dir" ] || { echo "cannot create $dir: ${err##*: }" >&2; exit 5; }
   fi
   private "$dir" || exit 7
@@ -307,10 +309,13 @@ def node_python(ctx: RunContext, node: Node) -> dict:
     return info
 
 
-def look(ctx: RunContext, node: Node, user_folder: str, home: str, digest: str) -> CacheLook:
+def look(ctx: RunContext, node: Node, user_folder: str, home: str, digest: str, *, mount: str = "") -> CacheLook:
     """``_CHECK`` on ``node``: ``user_folder`` and ``home`` made private when absent, then what
-    ``home/digest`` holds. Raises ``VenvBuildError`` when a folder cannot be made there."""
-    res = ctx.transport.run(node, ["sh", "-c", _CHECK, "sh", user_folder, home, f"{home}/{digest}"], timeout_s=120)
+    ``home/digest`` holds. ``mount`` (default: the folder ``user_folder`` is in) must exist: it is never
+    made. Raises ``VenvBuildError`` when a folder cannot be made there."""
+    mount = mount or posixpath.dirname(user_folder)
+    res = ctx.transport.run(node, ["sh", "-c", _CHECK, "sh", user_folder, home, f"{home}/{digest}", mount],
+                            timeout_s=120)
     out = last_line(res.stdout)
     if res.ok and out in ("absent", "present"):
         return CacheLook(out)
@@ -349,16 +354,17 @@ def verify(transport: Transport, node: Node, venv: str, digest: str) -> tuple[bo
 
 
 def find_or_build(ctx: RunContext, node: Node, key: VenvKey, pip_args: list[str], *, progress: str,
-                  user_folder: str, home: str) -> VenvOnNode:
+                  user_folder: str, home: str, mount: str = "") -> VenvOnNode:
     """The venv of ``key`` in ``home`` on ``node``: the one there when it passes the ownership rule and
     verifies, else built now (pip ``install`` with ``pip_args``); one of ours that no longer verifies
-    is moved to trash first. ``user_folder`` is the folder ``home`` lies in that the rule checks from.
+    is moved to trash first. ``user_folder`` is the folder ``home`` lies in that the rule checks from,
+    on ``mount`` (``look``).
     Raises ``VenvBuildError`` naming the step that failed, or the refusal when ``home`` or what is in
     it fails the rule (the caller decided ``home`` after ``look`` on every node; a refusal here is a
     folder planted since)."""
     digest = key.digest()
     venv = f"{home}/{digest}"
-    found = look(ctx, node, user_folder, home, digest)
+    found = look(ctx, node, user_folder, home, digest, mount=mount)
     if found.state == "refused":
         raise _refusal(found)
     if found.state == "present":
@@ -381,7 +387,7 @@ def find_or_build(ctx: RunContext, node: Node, key: VenvKey, pip_args: list[str]
               "writing the eval Python's marker", 60)
         moved = ctx.transport.run(node, ["python3", "-c", _RENAME, part, venv], timeout_s=60)
         if not moved.ok:  # another build of this user got there first: use it when it passes and verifies
-            winner = look(ctx, node, user_folder, home, digest)
+            winner = look(ctx, node, user_folder, home, digest, mount=mount)
             if winner.state == "refused":
                 raise _refusal(winner)
             ok, why = verify(ctx.transport, node, venv, digest) if winner.state == "present" else (False, "gone")
