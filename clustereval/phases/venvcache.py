@@ -15,7 +15,7 @@ and everything in it must be owned by the eval user and writable by no one else,
 its ``bin/python`` resolves to must be the eval user's or root's (the system Python a venv links to)
 and writable by no one else. A cache that fails this is refused with a one-line reason naming the
 folder, never run, and left where it is; the run builds its own venv in its scratch folder instead
-(``own_home``), which is moved to trash with the rest of the scratch when the run ends. Builds run
+(``own_home``), which is cleared with the rest of the scratch when the run ends. Builds run
 under ``umask 077``, so the next run's check passes for what this run made.
 
 A venv is built under a temporary name beside its final one and renamed into place only after
@@ -338,8 +338,8 @@ def _refused_path(why: str, known: tuple[str, ...]) -> str:
 
 def own_home(ctx: RunContext, node: Node, mount: str) -> str:
     """The run's own venv folder on ``mount`` (``<run folder>/eval-python``): used when the cache is
-    refused; the run folder is private and this run's (``phases/scratch.py``), and moved to trash with
-    the rest of the scratch when the run ends. The same path on every node."""
+    refused; the run folder is private and this run's (``phases/scratch.py``), and cleared with the
+    rest of the scratch when the run ends. The same path on every node."""
     return f"{scratch_for(ctx).ensure(node, mount).path}/{OWN_HOME}"
 
 

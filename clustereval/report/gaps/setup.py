@@ -225,7 +225,7 @@ def _cache_refused(g: Gap) -> tuple[str, str]:
     what = REFUSED_WHAT.get(f.get("what", ""), "a folder of it").format(folder=f["folder"])
     return (f"The copy of the eval Python an earlier run cached under `{f['folder']}` on `{f['label']}` was not "
             f"used, since {what} is not the eval user's alone ({raw_output(no_paths(f['problem']), 'refused')}): "
-            "this run built its own copy in its scratch folder, moved to trash with it when the run ended.",
+            "this run built its own copy in its scratch folder, cleared with that folder when the run ended.",
             f"find out who made what is under `{f['folder']}` on that node (the raw record's eval Python steps "
             "name the path), make it the eval user's alone or move it out of the way, then run again; until "
             "then every run builds its own copy")
