@@ -98,10 +98,10 @@ class PreflightSettings:
     """Added to the SSH connect timeout for ``hostname``: a live node whose login is slow (shell
     start-up files, a loaded host) still answers; a dead one fails at connect either way. Seconds."""
     hop_timeout_s: float = 20.0
-    """One node's TCP check of every node's ports (plus ``connect_s`` per 64 of them), or one SSH hop from the
-    first node, in seconds."""
+    """One node's TCP check of the ports its plan tries (plus ``connect_s`` per 64 of them), or one SSH hop
+    from the first node, in seconds."""
     listen_s: int = 30
-    """How long every node listens on the run's ports for every node's connect (plus the connect time), in seconds."""
+    """How long every node listens on the run's ports for its peers' connects (plus the connect time), in seconds."""
     listen_start_timeout_s: float = 20.0
     """The listener must say it is listening within this, in seconds."""
     connect_s: int = 5
