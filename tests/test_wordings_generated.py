@@ -10,6 +10,10 @@ report's own ``render_gaps``) in a report that is otherwise clean, and linted wi
 
 from __future__ import annotations
 
+import random
+import re
+from pathlib import Path
+
 import pytest
 
 from clustereval.records import Gap
@@ -17,7 +21,9 @@ from clustereval.report.gaps import kinds, say
 from clustereval.report.lint import lint_text
 from clustereval.report.markdown import Document
 from clustereval.report.render import render_gaps
-from tests.wording_facts import CATALOG, NODES, cases
+from tests.wording_facts import CATALOG, NODES, cases, fleet_cases
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HEAD = """# Cluster eval: 2 nodes of 8× H200
 
@@ -209,3 +215,64 @@ def test_a_node_fault_in_setup_with_no_section_to_go_to_gets_its_own_lint_clean_
     faults = md.split("\n## Node faults\n", 1)[1]
     assert say(env.gaps[0]).text in faults
     assert lint_text(md) == []
+
+
+# ---- the fleet-relative sentences (report/fleet.py) --------------------------------------------------
+
+FLEET_FIGURE = {"TFLOPS": 700.0, "GB/s": 52.3, "MiB/s": 1480.0}  # a healthy unit's figure in each unit
+
+
+def _fleet_kind(facts: dict):
+    """One peer group of ``facts`` judged by the fleet statistics, in the words ``analysis.fleet`` gives it."""
+    from clustereval.analysis.fleet import new_kind
+    from clustereval.analysis.fleetstats import UnitSamples, VerdictPolicy, judge_fleet
+
+    kind = new_kind(facts["kind"], VerdictPolicy(confidence=facts["confidence"]))
+    rnd = random.Random(7)
+    for i in range(facts["num_units"]):
+        host = NODES[i % len(NODES)]
+        label = f"{host}(node{i // 8}):gpu{i % 8}" if kind.noun == "GPU" else f"{host}(node{i})"
+        rate = FLEET_FIGURE[kind.unit] * (1 - facts["slow_frac"] if i == 0 else 1.0)
+        # a figure is never below zero: a wide spread's low draws stop at 2% of the rate
+        samples = tuple(rate * max(0.02, 1 + facts["spread"] * rnd.gauss(0, 1)) for _ in range(facts["repeats"]))
+        kind.units.append(UnitSamples(label, samples, facts["group"]))
+    kind.groups = judge_fleet(kind.units, kind.policy)
+    return kind
+
+
+def test_the_fleet_relative_sentences_lint_clean_for_every_fact_shape():
+    """Every group sentence and slow-unit bullet ``report/fleet.py`` writes, for peer groups judged from
+    generated figures (``tests/wording_facts.py``, ``FLEET``), in the report's Findings; never a
+    detectable shortfall of 100% or more."""
+    from clustereval.report.fleet import fleet_findings
+    from clustereval.report.markdown import Document
+    from clustereval.report.render import render_findings
+
+    # the landed example report up to its Findings: its sections expand every acronym the sentences use
+    # (MSMF, GEMM, HBM, busbw) as a reader meets them
+    head = (ROOT / "examples" / "vm-2026-12-03-1439Z.md").read_text().split("\n## Findings\n", 1)[0]
+    failures = []
+    seen_too_noisy = False
+    for what, facts in fleet_cases():
+        findings = fleet_findings([_fleet_kind(facts)], [])
+        doc = Document()
+        render_findings(doc, findings)
+        rendered = doc.render()
+        # the Table of Contents lists the Findings headings these findings have
+        listed = "".join(f"\n   {i}. [{t}](#{t.lower().replace(' ', '-')})"
+                         for i, t in enumerate(re.findall(r"^### (.+)$", rendered, re.MULTILINE), 1))
+        toc = re.search(r"\d+\. \[Findings\]\(#findings\)(\n   \d+\. .*)*", head)
+        assert toc is not None, "the example report lists its Findings in its Table of Contents"
+        report = head[:toc.start()] + toc.group().split("\n", 1)[0] + listed + head[toc.end():]
+        problems = [f"[{p.rule}] {p.message}" for p in lint_text(report + "\n" + rendered)]
+        text = " ".join(f.text for f in findings)
+        if problems:
+            failures.append(f"{what} {facts}: {problems[:3]} in {text!r}")
+        past = [x for x in re.findall(r"fell (\d+(?:\.\d+)?)% short", text) if float(x) >= 100]
+        if past:
+            failures.append(f"{what} {facts}: a shortfall of {past[0]}% is no figure: {text!r}")
+        if "too noisy to judge against each other" in text:
+            seen_too_noisy = True
+            assert "would have been found" not in text, text
+    assert not failures, "\n".join(failures[:6])
+    assert seen_too_noisy, "the smoke run's 4 widely scattered writes say only that they were too noisy to judge"

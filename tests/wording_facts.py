@@ -279,3 +279,39 @@ def cases(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "without optional facts", {k: v for k, v in base.items() if k not in optional}
     if kind in EXCLUSIVE:
         yield "without " + "/".join(EXCLUSIVE[kind]), {k: v for k, v in base.items() if k not in EXCLUSIVE[kind]}
+
+
+# ---- fleet-relative verdicts (``report/fleet.py``): the peer groups runs judge ----------------------------
+# every kind of figure, peer counts from too few to a large fleet, spreads from a tight pack of GPUs to the
+# 4-node smoke run over SSH whose concurrent writes scattered so widely that the old statistics printed
+# "fell 394.1% short" (62%), one figure a unit or repeats, a unit slower than its peers or none, and the
+# confidences an operator sets; ``fleet_cases`` varies one fact at a time from the first values, then the
+# combinations runs met
+FLEET: dict[str, list[Any]] = {
+    "kind": ["msmf", "lemon", "hbm-copy", "pcie-h2d", "pcie-d2h", "pairwise", "busbw-intra", "concurrent-write"],
+    "num_units": [8, 4, 3, 64, 1024],
+    "spread": [0.01, 0.001, 0.05, 0.3, 0.62],
+    "repeats": [1, 3, 7],
+    "group": ["NVIDIA H200, driver 570.86", "", "writing to `/mnt/shared data/run 1`"],
+    "slow_frac": [0.0, 0.5, 0.98],
+    "confidence": [0.99, 0.95, 0.999],
+}
+FLEET_COMBOS: list[dict[str, Any]] = [
+    {"kind": "concurrent-write", "num_units": 4, "spread": 0.62, "repeats": 1, "group": "writing to `/data`"},
+    {"kind": "concurrent-write", "num_units": 4, "spread": 0.3, "repeats": 1, "slow_frac": 0.98},
+    {"kind": "busbw-intra", "num_units": 16, "spread": 0.05, "repeats": 1, "group": ""},
+    {"kind": "pairwise", "num_units": 4, "spread": 0.62, "repeats": 5, "group": "", "slow_frac": 0.98},
+    {"kind": "msmf", "num_units": 1024, "spread": 0.01, "repeats": 7, "slow_frac": 0.5},
+    {"kind": "lemon", "num_units": 64, "spread": 0.3, "repeats": 3},
+]
+
+
+def fleet_cases() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(what this case varies, the facts of one peer group) for the fleet-relative sentences."""
+    base = {name: values[0] for name, values in FLEET.items()}
+    yield "usual", dict(base)
+    for name, values in FLEET.items():
+        for i, value in enumerate(values[1:], 1):
+            yield f"{name}[{i}]", {**base, name: value}
+    for i, combo in enumerate(FLEET_COMBOS):
+        yield f"combo[{i}]", {**base, **combo}

@@ -14,9 +14,11 @@ What is judged, and what makes two units peers:
 
 A node's pairwise repeat is the fastest of its pairs at that sample because a healthy node paired
 with a slow one is slowed by its partner, and its pairs with healthy nodes show its own speed.
-Units with one figure each take the fleet's spread as their noise (``fleetstats``): so does a GPU
-memory and links record written before each copy's rate was kept. That pass's CPU stand-in GPUs
-time host memory on a shared machine and are not judged.
+Units with one figure each (so also the GPUs of a GPU memory and links record written before each
+copy's rate was kept) take the fleet's spread as their noise, and their figures are allowed heavier
+tails than a normal's (``fleetstats.ONE_FIGURE_TAIL_DF``): one figure cannot tell a pass that
+hiccuped from a slow unit. That pass's CPU stand-in GPUs time host memory on a shared machine and
+are not judged.
 """
 
 from __future__ import annotations
@@ -27,6 +29,19 @@ from typing import Any
 
 from clustereval.analysis.fleetstats import GroupJudgement, UnitSamples, VerdictPolicy, judge_fleet
 from clustereval.analysis.gpus import gpu_label
+
+# the words of each kind of figure: (the Findings subsystem, the figure in the report's words, its unit,
+# what a unit is); ``new_kind`` reads them, so the report and the tests that render its sentences agree
+KIND_WORDS: dict[str, tuple[str, str, str, str]] = {
+    "msmf": ("GPUs", "MSMF", "TFLOPS", "GPU"),
+    "lemon": ("GPUs", "lemon GEMM", "TFLOPS", "GPU"),
+    "hbm-copy": ("GPUs", "HBM copy", "GB/s", "GPU"),
+    "pcie-h2d": ("GPUs", "PCIe H2D", "GB/s", "GPU"),
+    "pcie-d2h": ("GPUs", "PCIe D2H", "GB/s", "GPU"),
+    "pairwise": ("fabric", "pairwise all-reduce busbw", "GB/s", "node"),
+    "busbw-intra": ("fabric", "intra-node all-reduce busbw", "GB/s", "node"),
+    "concurrent-write": ("shared network FS", "concurrent write", "MiB/s", "node"),
+}
 
 
 @dataclass
@@ -47,6 +62,12 @@ class FleetKind:
     @property
     def slow(self) -> list[Any]:
         return [u for g in self.groups for u in g.slow]
+
+
+def new_kind(kind: str, policy: VerdictPolicy) -> FleetKind:
+    """An empty ``FleetKind`` of ``kind`` (a key of ``KIND_WORDS``), in its words."""
+    subsystem, what, unit, noun = KIND_WORDS[kind]
+    return FleetKind(kind=kind, subsystem=subsystem, what=what, unit=unit, noun=noun, policy=policy)
 
 
 def policy_from(verdicts: Any) -> VerdictPolicy:
@@ -82,12 +103,12 @@ def _gpu_groups(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str
     return out
 
 
-def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy: VerdictPolicy,
+def _gpu_kind(records: dict[str, Any], phase: str, kind: str, policy: VerdictPolicy,
               groups: dict[str, str]) -> FleetKind | None:
     rec = records.get(phase)
     if rec is None:
         return None
-    out = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="TFLOPS", noun="GPU", policy=policy)
+    out = new_kind(kind, policy)
     for n in getattr(rec, "nodes", None) or []:  # a record read by attribute only may have none
         for g in n.gpus:
             if g.gpu in n.dead or bool(getattr(g, "error", "")):
@@ -102,19 +123,19 @@ def _gpu_kind(records: dict[str, Any], phase: str, kind: str, what: str, policy:
 
 # the GPU memory and links pass's per-GPU figures: kind, the report's words, (figure, its repeats) of a GPU
 GPUPASS_KINDS: tuple[tuple[str, str, Callable[[Any], tuple[float | None, list[float]]]], ...] = (
-    ("hbm-copy", "HBM copy", lambda g: (g.copy_gb_s, g.copy_samples_gb_s)),
-    ("pcie-h2d", "PCIe H2D", lambda g: (g.pcie_solo.h2d_gb_s, g.pcie_solo.h2d_samples_gb_s) if g.pcie_solo
-     else (None, [])),
-    ("pcie-d2h", "PCIe D2H", lambda g: (g.pcie_solo.d2h_gb_s, g.pcie_solo.d2h_samples_gb_s) if g.pcie_solo
-     else (None, [])),
+    ("hbm-copy", KIND_WORDS["hbm-copy"][1], lambda g: (g.copy_gb_s, g.copy_samples_gb_s)),
+    ("pcie-h2d", KIND_WORDS["pcie-h2d"][1], lambda g: (g.pcie_solo.h2d_gb_s, g.pcie_solo.h2d_samples_gb_s)
+     if g.pcie_solo else (None, [])),
+    ("pcie-d2h", KIND_WORDS["pcie-d2h"][1], lambda g: (g.pcie_solo.d2h_gb_s, g.pcie_solo.d2h_samples_gb_s)
+     if g.pcie_solo else (None, [])),
 )
 
 
 def _gpupass_kinds(records: dict[str, Any], policy: VerdictPolicy, groups: dict[str, str]) -> list[FleetKind]:
     rec = records.get("gpupass")
     out = []
-    for kind, what, get in GPUPASS_KINDS:
-        k = FleetKind(kind=kind, subsystem="GPUs", what=what, unit="GB/s", noun="GPU", policy=policy)
+    for kind, _, get in GPUPASS_KINDS:
+        k = new_kind(kind, policy)
         for n in getattr(rec, "nodes", None) or []:
             if n.device == "cpu":
                 continue
@@ -137,8 +158,7 @@ def _pairwise_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[
     pw = records.get("pairwise")
     if pw is None or not pw.pairs:
         return None
-    out = FleetKind(kind="pairwise", subsystem="fabric", what="pairwise all-reduce busbw", unit="GB/s",
-                    noun="node", policy=policy)
+    out = new_kind("pairwise", policy)
     # a failing node (``analysis.stragglers.failing_nodes``) has no figure of its own: its pairs stopped
     # completing, and summary.json lists it as did not complete
     failing = {f.node for f in getattr(pw, "failing", None) or []}
@@ -169,8 +189,7 @@ def _intra_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str
     if not common:
         return None
     payload = max(common)
-    out = FleetKind(kind="busbw-intra", subsystem="fabric", what="intra-node all-reduce busbw", unit="GB/s",
-                    noun="node", policy=policy)
+    out = new_kind("busbw-intra", policy)
     for s in sweeps:
         row = s.row_at(payload)
         if row is not None:
@@ -185,8 +204,7 @@ def _write_kind(records: dict[str, Any], policy: VerdictPolicy, labels: dict[str
     cw = getattr(records.get("storage"), "concurrent", None)
     if cw is None:
         return None
-    out = FleetKind(kind="concurrent-write", subsystem="shared network FS", what="concurrent write",
-                    unit="MiB/s", noun="node", policy=policy)
+    out = new_kind("concurrent-write", policy)
     for w in cw.nodes:
         if not w.error and w.mib_s > 0:
             label = labels.get(w.node, w.node)
@@ -215,8 +233,8 @@ def fleet_judgements(records: dict[str, Any], policy: VerdictPolicy | None = Non
     policy = policy or VerdictPolicy()
     labels, keys = node_names(records)
     groups = _gpu_groups(records, policy, labels)
-    kinds = [_gpu_kind(records, "matmul", "msmf", "MSMF", policy, groups),
-             _gpu_kind(records, "lemon", "lemon", "lemon GEMM", policy, groups),
+    kinds = [_gpu_kind(records, "matmul", "msmf", policy, groups),
+             _gpu_kind(records, "lemon", "lemon", policy, groups),
              *_gpupass_kinds(records, policy, groups),
              _pairwise_kind(records, policy, labels, keys),
              _intra_kind(records, policy, labels, keys),

@@ -271,17 +271,40 @@ def detectable_frac(noise_frac: float, repeats: int, num_units: int, df: float, 
                     num_tests: int | None = None, noise_basis: str = REPEATS) -> float:
     """The smallest shortfall a unit with ``repeats`` repeats at ``noise_frac`` per repeat is named
     with, in ``DETECTION_PROBABILITY`` of runs: the flag needs the estimate past both the practical
-    threshold and the corrected critical value, and the estimate scatters by its standard error (by
-    the reference t's scatter for a unit of one figure). It may be 100% or more: no shortfall would be."""
+    threshold and the corrected critical value, and the estimate scatters by its standard error. For a
+    unit of one figure the estimate scatters by the reference t, and the bar it must clear moves with
+    the spread it is measured in (``_one_figure_detectable``). It may be 100% or more: no shortfall would be."""
     se = _se(noise_frac, max(1, repeats), noise_frac / math.sqrt(max(1, repeats)), num_units)
     tests = num_tests or num_units
     if repeats <= 1:
         crit = _one_figure_critical(policy.alpha / tests, noise_basis, num_units, int(df))
-        scatter = t_quantile(1.0 - DETECTION_PROBABILITY, ONE_FIGURE_TAIL_DF) / _tail_unit(noise_basis)
-    else:
-        crit = t_quantile(policy.alpha / tests, df if df > 0 else math.inf)
-        scatter = z_quantile(DETECTION_PROBABILITY)
-    return max(policy.threshold_frac, crit * se) + scatter * se
+        return _one_figure_detectable(crit, se, policy.threshold_frac, noise_basis, num_units, int(df))
+    crit = t_quantile(policy.alpha / tests, df if df > 0 else math.inf)
+    return max(policy.threshold_frac, crit * se) + z_quantile(DETECTION_PROBABILITY) * se
+
+
+def _one_figure_detectable(crit: float, se: float, threshold: float, basis: str, num_units: int, df: int) -> float:
+    """The true shortfall x at which a unit of one figure is named in ``DETECTION_PROBABILITY`` of runs.
+
+    Its measured shortfall is x plus se times the reference t (scaled to the noise); it is named when
+    that clears max(threshold, crit × the estimated se), and the estimate is se times the spread's own
+    scatter (log-normal, ``_spread_log_var``): the chance is averaged over that scatter as in
+    ``one_figure_sf``. With few units the spread's scatter, not the figure's, sets most of it."""
+    import numpy as np
+    from scipy import optimize, special
+
+    nodes, weights = _hermite()
+    bars = np.maximum(threshold, crit * se * np.exp(math.sqrt(_spread_log_var(basis, num_units, df)) * nodes))
+    unit = _tail_unit(basis)
+
+    def found(x: float) -> float:
+        # P(x + se * eps >= bar) = P(t > (bar - x) / se * unit), the reference t's upper tail
+        return float(special.stdtr(ONE_FIGURE_TAIL_DF, -(bars - x) / se * unit) @ weights) - DETECTION_PROBABILITY
+
+    hi = float(bars.max()) + 10.0 * se
+    while found(hi) < 0:
+        hi *= 2.0
+    return float(optimize.brentq(found, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
 
 def _se(noise_frac: float, repeats: int, unit_mean_sd_frac: float, num_units: int) -> float:
