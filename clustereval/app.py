@@ -29,12 +29,13 @@ from clustereval.errors import (
 from clustereval.phases.base import RunContext
 from clustereval.phases.scratch import Scratch, scratch_for
 from clustereval.phases.settings import PROFILES, PairwiseSettings
+from clustereval.records import Finding
 from clustereval.records.network import PairwiseRecord
 from clustereval.report.cleanup import cleanup_lines
 from clustereval.report.closeout import closeout_text
 from clustereval.report.gaps import say
 from clustereval.report.lint import lint_text
-from clustereval.report.render import Rendered
+from clustereval.report.render import Rendered, underperforming_lines
 from clustereval.runner import Interrupts, clear_scratch, execute, phase_names, render, unfinished
 from clustereval.store import RunState, RunStore, utc_now_iso, utc_stamp
 from clustereval.transport.base import Transport
@@ -147,6 +148,7 @@ def _run_with(transport: Transport, config: Config, phases: list[str], *, profil
             ui.note(line)
         return EXIT_FAILED
     code = exit_status(outcome, ctx, lint_ok, console, out)
+    code = findings_status(code, rendered.findings, console, out)
     if code == EXIT_INTERRUPTED and interrupts.terminated:
         code = EXIT_TERMINATED
     ui.report_path(store.report_path, moved)  # the last line printed, whatever happened above
@@ -188,6 +190,19 @@ def exit_status(outcome, ctx: RunContext, lint_ok: bool, console: Console,  # no
                     f"(skip = [{names}]) or leave it out of --phases")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def findings_status(code: int, findings: list[Finding], console: Console, out: Console) -> int:
+    """A run whose phases were all ok still fails (1) when its Findings hold an Underperforming bullet: a
+    figure missed its rule, a check failed, or a pass left its subsystem unjudged. Each bullet's subsystem
+    and units are named on ``console``."""
+    lines = underperforming_lines(findings)
+    if not lines or code not in (EXIT_OK, EXIT_FAILED):
+        return code
+    ui = RunConsole(console, out, live=False)
+    for line in lines:
+        ui.note(line)
+    return EXIT_FAILED
 
 
 def finish_report(store: RunStore, rendered: Rendered, ui: RunConsole, *,
@@ -332,8 +347,9 @@ def rerender(run_dir: Path, *, console: Console, out: Console, config: Config | 
     save_summary(store, rendered, access, config.targets.storage if config else None, junit_path, policy=policy)
     ui = RunConsole(console, out, live=False)
     lint_ok = finish_report(store, rendered, ui)
+    code = findings_status(EXIT_OK if lint_ok else EXIT_DEFECT, rendered.findings, console, out)
     ui.report_path(store.report_path, moved)  # the last line printed
-    return EXIT_OK if lint_ok else EXIT_DEFECT
+    return code
 
 
 def pairwise_only(config: Config, *, payload_bytes: int | None, reports_dir: Path | None, console: Console,

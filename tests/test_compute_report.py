@@ -215,8 +215,9 @@ def test_unknown_gpu_has_no_spec_and_asks_for_it(tmp_path):
     out = render({"environment": env, "matmul": cr.matmul([HEALTHY_2]), "lemon": cr.lemon([LEMON_2])})
     md = out.markdown
     assert "MSMF % spec" not in md and "Two numbers on NVIDIA Hypothetical X9:" in md
-    mine = [f for f in out.findings if "node MSMF 741 TFLOPS" in f.text]
-    assert [f.category for f in mine] == ["needs_input"] and "no official dense BF16 figure" in mine[0].text
+    mine = [f for f in out.findings if "node MSMF (the slowest GPU) 741 TFLOPS" in f.text]
+    assert [f.category for f in mine] == ["needs_input"]
+    assert "no published measured MAMF for the NVIDIA Hypothetical X9 and no operator target" in mine[0].text
     assert not [f for f in out.findings if f.category == "healthy"]
 
 

@@ -290,7 +290,7 @@ def test_slow_pcie_gpu_is_named_with_its_link(tmp_path):
     assert {p.label for p in v.problems} == {"gpu-0(node0):gpu1"}
     md = render({"gpupass": rec}).markdown
     assert "**Fail**: `gpu-0(node0):gpu1`" in md
-    bullet = next(line for line in md.splitlines() if line.startswith("- **GPUs** — `gpu-0(node0):gpu1`"))
+    bullet = next(line for line in md.splitlines() if line.startswith("- **GPU memory and links** — `gpu-0(node0):gpu1`"))
     assert "PCIe link at Gen4 x8 under load, of a possible Gen5 x16" in bullet
     assert "PCIe H2D 24.1 GB/s and D2H 23.9 GB/s, below its 47.2 GB/s target" in bullet
     assert "fleet median" not in bullet and "### Underperforming subsystems" in md
@@ -301,7 +301,7 @@ def test_corrupt_memory_gpu_is_named_with_the_pattern_and_the_new_ecc_errors(tmp
     bad = MemMismatch("0x55", 3, 8 * 2**30 + 4096, 0x5555555555555555, 0x5555555555575555)
     rec = _rec([[_h200(0), _h200(1, mismatches=[bad], ecc_after=2)]])
     md = render({"gpupass": rec}).markdown
-    bullet = next(line for line in md.splitlines() if line.startswith("- **GPUs** — `gpu-0(node0):gpu1`"))
+    bullet = next(line for line in md.splitlines() if line.startswith("- **GPU memory and links** — `gpu-0(node0):gpu1`"))
     assert "3 words of 8 bytes read back wrong under the 0x55 pattern" in bullet
     assert "ecc uncorrected volatile 0 → 2" in bullet
     assert "| 120 GiB: 3 bad words |" in md
@@ -311,7 +311,7 @@ def test_corrupt_memory_gpu_is_named_with_the_pattern_and_the_new_ecc_errors(tmp
 def test_wrong_answer_gpu_is_the_dissenter_and_two_gpus_without_a_majority_are_both_named(tmp_path):
     rec = _rec([[_h200(0), _h200(1), _h200(2, hashes=("ff", "b2"))]])
     md = render({"gpupass": rec}).markdown
-    assert "- **GPUs** — `gpu-0(node0):gpu2` — computed other bits than the majority of its 3 GPUs for " \
+    assert "- **GPU memory and links** — `gpu-0(node0):gpu2` — computed other bits than the majority of its 3 GPUs for " \
            "bfloat16 4096×4096×4096" in md
     assert "1 GPU dissented" in md
     lint(md, tmp_path)
@@ -329,7 +329,8 @@ def test_a_one_gpu_node_checks_its_repeats_and_the_reference(tmp_path):
     assert sorted(p.kind for p in v.problems) == ["reference", "repeat"]
     md = render({"gpupass": _rec([[g]])}).markdown
     assert "its own 3 rounds of the bfloat16 4096×4096×4096 matmul gave 2 distinct values" in md
-    assert "| one GPU |" in md
+    # one GPU: no all-at-once column and no rule for it (nothing shares its link in this pass)
+    assert "all GPUs at once" not in md and "| one GPU |" not in md
     lint(md, tmp_path)
 
 
@@ -339,7 +340,7 @@ def test_operator_targets_replace_the_spec(tmp_path):
     v = judge(rec, hbm_target_gb_s=2200.0, pcie_target_gb_s=56.0)
     assert {p.kind for p in v.problems} == {"hbm-slow", "pcie-slow"}
     md = render({"gpupass": rec}).markdown
-    assert "HBM copy target 2200.0 GB/s (the operator's target)" in md
+    assert "HBM copy target 2200.0 GB/s (the operator's target; the HBM copy column)" in md
     lint(md, tmp_path)
 
 

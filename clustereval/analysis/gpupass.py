@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.analysis.gpus import gpu_label
+from clustereval.analysis.rules import Judged, rule
+from clustereval.analysis.rules import judge as judge_figure
 from clustereval.analysis.specs import GpuSpec, lookup_gpu
 from clustereval.records.gpupass import GpuPassRecord, NodePass, PassGpu
 
-HBM_TARGET_FRACTION = 0.80  # device-local copy (read + write traffic) vs the spec's HBM TB/s
-PCIE_TARGET_FRACTION = 0.75  # pinned copies vs gen × width (Azure's H200 check: 48 GB/s of 63.0)
-P2P_TARGET_FRACTION = 0.75  # a GPU pair's copy vs the NVLink unidirectional figure
+# the fractions of the rules table (analysis/rules.py) this pass is judged by
+HBM_TARGET_FRACTION = rule("gpupass.hbm-copy").fraction  # device-local copy vs half the spec's HBM TB/s
+PCIE_TARGET_FRACTION = rule("gpupass.pcie").fraction  # pinned copies vs gen × width (Azure's H200 check: 48 of 63.0)
+PCIE_BIDIR_FRACTION = rule("gpupass.pcie-bidir").fraction  # each direction of both at once, vs gen × width
+PCIE_ALL_FRACTION = rule("gpupass.pcie-all").fraction  # every GPU of the node at once, vs the GPU's own copy alone
+P2P_TARGET_FRACTION = rule("gpupass.p2p-write").fraction  # a GPU pair's copy vs the NVLink unidirectional figure
 OUTLIER_BELOW = 0.05  # a GPU more than 5% below the fleet median of its GPU type is named
 
 
@@ -44,7 +49,8 @@ class Problem:
     words it."""
 
     label: str  # <hostname>(node<N>):gpu<i>, or <hostname>(node<N>) for a node's kernel log
-    kind: str  # hbm-slow | pcie-slow | pcie-link | p2p-slow | outlier | memory | ecc | vote | repeat | reference | xid | error
+    kind: str  # hbm-slow | pcie-slow | pcie-bidir-slow | pcie-shared | pcie-link | p2p-slow | outlier | memory | ecc
+    # | vote | repeat | reference | xid | error
     facts: dict = field(default_factory=dict)
 
 
@@ -65,7 +71,11 @@ class Verdict:
     hbm_target_source: str = ""  # "operator" | "spec"
     pcie_target_gb_s: dict[str, float] = field(default_factory=dict)  # label -> target
     pcie_target_source: str = ""  # "operator" | "link" | "spec"
+    pcie_bidir_target_gb_s: dict[str, float] = field(default_factory=dict)  # label -> each direction's bar
     p2p_target_gb_s: float | None = None
+    nvlink_uni_gb_s: float | None = None  # the figure the pair copies are judged against
+    nvlink_source: str = ""  # "operator" | "spec"
+    judged: list[Judged] = field(default_factory=list)  # every figure this pass judged, met or not
     groups: list[VoteGroup] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     num_gpus: int = 0
@@ -91,6 +101,7 @@ def judge(rec: GpuPassRecord, *, hbm_target_gb_s: float | None = None, pcie_targ
         v.hbm_target_gb_s, v.hbm_target_source = round(v.spec.hbm_tb_s * 1000 / 2 * HBM_TARGET_FRACTION, 1), "spec"
     nvlink = nvlink_uni_gb_s or (v.spec.nvlink_uni_gb_s if v.spec else None)
     v.p2p_target_gb_s = round(nvlink * P2P_TARGET_FRACTION, 1) if nvlink else None
+    v.nvlink_uni_gb_s, v.nvlink_source = nvlink or None, ("operator" if nvlink_uni_gb_s else "spec")
     for n, g, label in gpus:
         _gpu(v, n, g, label, pcie_target_gb_s)
     # CPU stand-ins time host memory on a shared machine: their rates prove the logic, not hardware
@@ -105,18 +116,26 @@ def judge(rec: GpuPassRecord, *, hbm_target_gb_s: float | None = None, pcie_targ
 
 
 def _gpu(v: Verdict, n: NodePass, g: PassGpu, label: str, pcie_target: float | None) -> None:
-    if g.copy_gb_s is not None and v.hbm_target_gb_s and g.copy_gb_s < v.hbm_target_gb_s:
-        v.problems.append(Problem(label, "hbm-slow", {"copy_gb_s": g.copy_gb_s, "target_gb_s": v.hbm_target_gb_s}))
+    if g.copy_gb_s is not None and v.hbm_target_gb_s:
+        hbm_ref = v.hbm_target_gb_s / (HBM_TARGET_FRACTION if v.hbm_target_source == "spec" else 1.0)
+        j = judge_figure("gpupass.hbm-copy", label, g.copy_gb_s, hbm_ref, v.hbm_target_source)
+        v.judged.append(j)
+        if not j.met:
+            v.problems.append(Problem(label, "hbm-slow", {"copy_gb_s": g.copy_gb_s, "target_gb_s": v.hbm_target_gb_s}))
     link = g.link
     gen_max = link.gen_gpu_max if link.gen_gpu_max and link.gen_max and link.gen_gpu_max < link.gen_max else link.gen_max
     target = pcie_target
+    source = "operator" if pcie_target else ""
+    limit: float | None = None
     if target:
         v.pcie_target_source = "operator"
     else:
         limit = pcie_gb_s(gen_max, link.width_max) or (pcie_gb_s(v.spec.pcie_gen, v.spec.pcie_lanes) if v.spec else None)
         target = round(limit * PCIE_TARGET_FRACTION, 1) if limit else None
         if target:
-            v.pcie_target_source = v.pcie_target_source or ("link" if link.width_max else "spec")
+            source = "link" if link.width_max else "spec"
+            v.pcie_target_source = v.pcie_target_source or source
+    ref = pcie_target or limit
     if target:
         v.pcie_target_gb_s[label] = target
     gen_now = link.gen_under_load
@@ -125,10 +144,39 @@ def _gpu(v: Verdict, n: NodePass, g: PassGpu, label: str, pcie_target: float | N
         v.problems.append(Problem(label, "pcie-link", {"gen": gen_now, "width": width_now, "gen_max": gen_max,
                                                        "width_max": link.width_max}))
     solo = g.pcie_solo
-    if solo and target:
-        slow = {k: val for k in ("h2d_gb_s", "d2h_gb_s") if (val := getattr(solo, k)) is not None and val < target}
+    if solo and ref:
+        slow = {}
+        for k in ("h2d_gb_s", "d2h_gb_s"):
+            if (val := getattr(solo, k)) is not None:
+                j = judge_figure("gpupass.pcie", f"{label} {k[:3].upper()}", val, ref, source)
+                v.judged.append(j)
+                if not j.met:
+                    slow[k] = val
         if slow:
             v.problems.append(Problem(label, "pcie-slow", {**slow, "target_gb_s": target}))
+        bar = round(rule("gpupass.pcie-bidir").bar(ref, source), 1)
+        v.pcie_bidir_target_gb_s[label] = bar
+        slow = {}
+        for k in ("bidir_h2d_gb_s", "bidir_d2h_gb_s"):
+            if (val := getattr(solo, k)) is not None:
+                j = judge_figure("gpupass.pcie-bidir", f"{label} {k[6:9].upper()} both ways", val, ref, source)
+                v.judged.append(j)
+                if not j.met:
+                    slow[k] = val
+        if slow:
+            v.problems.append(Problem(label, "pcie-bidir-slow", {**slow, "target_gb_s": bar}))
+    alone = g.pcie_all
+    if solo and alone and len(n.gpus) > 1 and n.device != "cpu":  # CPU stand-ins have no PCIe link to share
+        shared = {}
+        for k in ("h2d_gb_s", "d2h_gb_s"):
+            own, together = getattr(solo, k), getattr(alone, k)
+            if own and together is not None:
+                j = judge_figure("gpupass.pcie-all", f"{label} {k[:3].upper()} all GPUs at once", together, own, "solo")
+                v.judged.append(j)
+                if not j.met:
+                    shared[k] = (together, own)
+        if shared:
+            v.problems.append(Problem(label, "pcie-shared", {"copies": shared, "fraction": PCIE_ALL_FRACTION}))
     for m in g.mem_mismatches:
         v.problems.append(Problem(label, "memory", {"pattern": m.pattern, "num_words": m.num_words,
                                                     "offset_bytes": m.first_offset_bytes,
@@ -172,13 +220,28 @@ def _outliers(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:
 
 
 def _p2p(v: Verdict, n: NodePass) -> None:
+    nvlink = v.nvlink_uni_gb_s
     for c in n.p2p:
         src = gpu_label(n.hostname or n.node, n.index, c.src)
         if not c.peer:
-            v.problems.append(Problem(src, "p2p-slow", {"dst": c.dst, "peer": False}))
-        elif v.p2p_target_gb_s and c.write_gb_s is not None and c.write_gb_s < v.p2p_target_gb_s:
-            v.problems.append(Problem(src, "p2p-slow", {"dst": c.dst, "peer": True, "write_gb_s": c.write_gb_s,
-                                                        "target_gb_s": v.p2p_target_gb_s}))
+            v.problems.append(Problem(src, "p2p-slow", {"dst": c.dst, "peer": False,
+                                                        "dst_label": gpu_label(n.hostname or n.node, n.index, c.dst)}))
+            continue
+        if not nvlink:
+            continue
+        slow = {}
+        for rule_id, key, value, target in (("gpupass.p2p-write", "write_gb_s", c.write_gb_s, nvlink),
+                                            ("gpupass.p2p-read", "read_gb_s", c.read_gb_s, nvlink),
+                                            ("gpupass.p2p-bidir", "bidir_gb_s", c.bidir_gb_s, 2 * nvlink)):
+            if value is None:
+                continue
+            j = judge_figure(rule_id, f"{src} to gpu{c.dst} {key.split('_')[0]}", value, target, v.nvlink_source)
+            v.judged.append(j)
+            if not j.met:
+                slow[key] = (value, round(j.bar, 1))
+        if slow:
+            v.problems.append(Problem(src, "p2p-slow", {"dst": c.dst, "peer": True, "copies": slow,
+                                                        "dst_label": gpu_label(n.hostname or n.node, n.index, c.dst)}))
 
 
 def _vote(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:

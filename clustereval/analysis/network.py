@@ -10,11 +10,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from clustereval.analysis.rules import rule
 from clustereval.records.network import Sweep, SweepRow
 
 # A healthy ring all-reduce reaches roughly 75-85% of the NVLink unidirectional spec (NVLS goes past
-# 100%); below this share of the spec the intra-node fabric is called underperforming.
-HEALTHY_SHARE_OF_SPEC = 0.70
+# 100%); below this share of the spec the intra-node fabric is called underperforming (the rules table's row)
+HEALTHY_SHARE_OF_SPEC = rule("network.intra-allreduce").fraction
 NODE_SLOW_PCT = 5.0  # a node whose intra-node peak is this far below the node median is named
 
 # PCIe unidirectional GB/s per lane by generation (x16 Gen5 ~ 63 GB/s, as the runbook says)

@@ -505,7 +505,9 @@ def build_summary(state: Any, records: dict[str, Any], findings: list[Finding], 
         "figures": figures,
         "verdicts": [{"category": f.category, "verdict": VERDICT_WORDS.get(f.category, f.category),
                       "subsystem": f.subsystem, "text": f.text,
-                      "target": _verdict_target(f, records, storage_targets)} for f in findings],
+                      "target": _verdict_target(f, records, storage_targets),
+                      # each figure behind the bullet with the row of the rules table that judged it
+                      "judged": list(f.judged)} for f in findings],
         "gaps": [to_dict(g) for g in gaps],
         "phases": phase_outcomes(records, state),
     }

@@ -225,8 +225,9 @@ class GpuPassPhase:
                     g.pcie_all = rates
             elif kind == "p2p":
                 out.p2p.append(P2pCell(src=int(e["src"]), dst=int(e["dst"]), peer=bool(e.get("peer", True)),
-                                       write_gb_s=e.get("write_gb_s"), bidir_gb_s=e.get("bidir_gb_s"),
-                                       write_samples_gb_s=_samples(e, "write")))
+                                       write_gb_s=e.get("write_gb_s"), read_gb_s=e.get("read_gb_s"),
+                                       bidir_gb_s=e.get("bidir_gb_s"), write_samples_gb_s=_samples(e, "write"),
+                                       read_samples_gb_s=_samples(e, "read")))
             elif kind == "memtest":
                 g = gpu(e)
                 g.mem_bytes_tested, g.mem_patterns = int(e.get("bytes_tested") or 0), list(e.get("patterns") or [])

@@ -145,6 +145,8 @@ class Finding:
     category: str  # "healthy" | "underperforming" | "needs_input"
     subsystem: str  # GPUs, fabric, local disk, shared network FS, torchrun, ...
     text: str
+    # the figures behind the bullet, each judged by a row of analysis/rules.py (Judged.to_dict()), met or not
+    judged: list[dict] = field(default_factory=list)
 
 
 FINDING_CATEGORIES = ("healthy", "underperforming", "needs_input")

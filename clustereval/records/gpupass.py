@@ -109,9 +109,11 @@ class P2pCell:
     src: int
     dst: int
     peer: bool = True  # False: the two GPUs cannot reach each other's memory
-    write_gb_s: float | None = None
+    write_gb_s: float | None = None  # the row's GPU writing into the column's
+    read_gb_s: float | None = None  # the row's GPU reading the column's memory into its own; None: not measured
     bidir_gb_s: float | None = None  # both directions at once, summed
     write_samples_gb_s: list[float] = field(default_factory=list)  # each timed repeat's own rate
+    read_samples_gb_s: list[float] = field(default_factory=list)
 
 
 @dataclass

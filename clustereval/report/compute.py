@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustereval.analysis.gpu_passes import gpu_label, node_label
+from clustereval.analysis.gpu_rules import GpuJudgement, GpuReference, judge_gpus, reference
 from clustereval.analysis.matmul import held_rate
+from clustereval.analysis.rules import MAMF_READ_ON, MAMF_TABLE_URL, rule
 from clustereval.analysis.specs import lookup_gpu
 from clustereval.probes.dcgmi import DIAG_URL
 from clustereval.records import Finding
@@ -152,6 +154,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
                 result.gaps.append(gap)
     facts = _facts(view, mm, lemon)
     spec = _spec(facts, gpu_target_tflops(view))
+    ref = reference(facts[0].name, facts[0].tdp_w, gpu_target_tflops(view)) if facts else GpuReference("GPU", None, "")
     ran_health = bool(health and any(n.ran for n in health.nodes))
     # a search that found MAMF but no MSMF shape still ran: MAMF is reported, the Gap says why no MSMF
     ran_mm = bool(mm and any((n.gpus and any(v is not None for g in n.gpus for v in g.tflops))
@@ -165,7 +168,7 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if ran_health or ran_mm or ran_lemon or ran_gp:  # (a run of the health pass alone has no GPU facts, still its tool)
         doc.heading(3, "Introduction", toc=False)
         _introduction(view, doc, facts, spec, ran_health, ran_mm, ran_lemon, mm,
-                      compute_gpupass.intro_item(view, gp) if gp and ran_gp else "")
+                      compute_gpupass.intro_item(view, gp) if gp and ran_gp else "", ref)
     if ran_health and health:
         _health(doc, health, result, fold)
     if gp and ran_gp:
@@ -173,17 +176,20 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if ran_mm and mm:
         _benchmarks(doc, mm, spec, facts, result, view.raw_rel, fold if folds(len(mm.nodes)) else None)
     if lemon and lemon.nodes:
-        render_lemon(doc, lemon, fold if folds(len(lemon.nodes)) else None)
+        render_lemon(doc, lemon, fold if folds(len(lemon.nodes)) else None,
+                     judge_gpus(ref, None, lemon) if ran_lemon else None)
     env = view.get("environment")
     asked = bool(getattr(env, "nodes", None)) and any(getattr(n, "gpus", None) for n in env.nodes)
-    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked)
+    gpu_judgement = judge_gpus(ref, mm if ran_mm else None, lemon if ran_lemon else None)
+    _findings(result, health if ran_health else None, mm if ran_mm else None, lemon, spec, asked, gpu_judgement)
     result.gaps += setup_gaps(view, "compute", result.gaps)
     render_gaps(doc, result.gaps)
     return result
 
 
 def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spec | None, ran_health: bool,
-                  ran_mm: bool, ran_lemon: bool, mm: MatmulRecord | None, gpupass_item: str = "") -> None:
+                  ran_mm: bool, ran_lemon: bool, mm: MatmulRecord | None, gpupass_item: str = "",
+                  ref: GpuReference | None = None) -> None:
     parts = []
     for i, f in enumerate(facts):
         where = "Each node has" if len(facts) == 1 else f"{', '.join(f.nodes)} {'has' if len(f.nodes) == 1 else 'have'}"
@@ -210,6 +216,13 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
         parts.append(f"The [TFLOPS comparison table]({TFLOPS_TABLE_URL}) and the spec database list no official "
                      f"dense BF16 (bfloat16) figure for the {spec.name}, so the TFLOPS (10¹² floating-point "
                      "operations per second) below have no spec to be compared against.")
+    if ref is not None and ref.source == "published" and (ran_mm or ran_lemon):
+        parts.append(f"The figures below are judged against what the {ref.model} reaches in practice: the "
+                     f"[published measured maximum]({MAMF_TABLE_URL}) of {ref.tflops:g} TFLOPS, the best matmul "
+                     "the runbook's author timed on one such GPU (read on " + MAMF_READ_ON + "). "
+                     + _bars_sentence())
+    elif ref is not None and ref.source == "operator" and (ran_mm or ran_lemon):
+        parts.append(_bars_sentence())
     if parts:
         doc.para(" ".join(parts))
     items = []
@@ -231,6 +244,14 @@ def _introduction(view: RunView, doc: Document, facts: list[GpuFacts], spec: Spe
                      f"(the `lemon` mode of {tool if not ran_mm else 'the same `matmul.py`'}): one fixed matmul shape "
                      "(M=N=K=16384) on every GPU, one GPU at a time, to catch a dead, slow, or throttled card.")
     doc.numbered(items)
+
+
+def _bars_sentence() -> str:
+    mamf, msmf, lemon = rule("gpu.mamf"), rule("gpu.msmf"), rule("gpu.lemon")
+    assert msmf.fraction == lemon.fraction, "the sentence states one bar for both"
+    return (f"A GPU meets it with its fastest matmul burst at {mamf.fraction:.0%} of that figure, and its sustained "
+            f"and fixed-shape matmuls at {msmf.fraction:.0%} in every pass (a matmul held at the power limit runs at a "
+            "lower clock than a burst); a GPU under a bar is under-performing.")
 
 
 # -- hardware health -------------------------------------------------------------------------
@@ -486,8 +507,9 @@ def _node_summary(n: NodeMatmul, multi: bool, single_gpu: bool) -> list[str]:
 
 
 def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
-              spec: Spec | None, asked_for_spec: bool = False) -> None:
-    """``asked_for_spec``: the Environment section already asks for this GPU's vendor figures."""
+              spec: Spec | None, asked_for_spec: bool = False, gpus: GpuJudgement | None = None) -> None:
+    """``asked_for_spec``: the Environment section already asks for this GPU's vendor figures; ``gpus``: the
+    figures judged by the rules table."""
     bad: dict[str, list[str]] = {}
     if health:
         for n in health.nodes:
@@ -503,45 +525,65 @@ def _findings(result: SectionResult, health: HealthRecord | None, mm: MatmulReco
                        f"failed twice ({g.errors[-1] if g.errors else 'no result'})")
     if lemon:
         note_bad_gpus(bad, lemon.nodes, "lemon GEMM", _tf1, lambda g: f"dead in the lemon GEMM pass: {g.error}")
+    judged = [j.to_dict() for j in gpus.judged] if gpus else []
+    if gpus:
+        for j in gpus.misses():
+            label, _, which = j.subject.partition(" ")
+            name = {"gpu.mamf": "MAMF", "gpu.msmf": "MSMF", "gpu.lemon": "lemon GEMM"}[j.rule]
+            fmt = _tf1 if j.rule == "gpu.lemon" else _tf
+            bad.setdefault(label, []).append(
+                f"{name} {fmt(j.value)} TFLOPS{' in ' + which if which else ''}, under its bar of {j.bar:.0f} TFLOPS "
+                f"({rule(j.rule).bar(1.0, j.source):.0%} of {gpus.reference.words})")
     for label, parts in bad.items():
-        result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + "."))
+        result.findings.append(Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + ".",
+                                       [d for d in judged if d["subject"].split(" ")[0] == label and not d["met"]]))
     if any(f.category == "underperforming" for f in result.findings):
         return
-    healthy = _healthy_text(health, mm, lemon, spec)
+    healthy = _healthy_text(health, mm, lemon, spec, gpus)
     if healthy:
-        category = "healthy" if spec and spec.bf16_tflops else "needs_input"
+        judged_ok = bool(gpus and gpus.reference.tflops and gpus.judged)
+        category = "healthy" if judged_ok or (health and not mm and not lemon) else "needs_input"
         if category == "needs_input":
-            name = spec.name if spec else "GPU"
-            healthy += (f" There is no official dense BF16 figure for the {name} to judge these against"
-                        + (" until the vendor's figures above arrive." if asked_for_spec else
-                           f": obtain the vendor's dense BF16 TFLOPS for the {name}."))
-        result.findings.append(Finding(category, SUBSYSTEM, healthy))
+            name = gpus.reference.model if gpus else (spec.name if spec else "GPU")
+            healthy += (f" There is no published measured MAMF for the {name} and no operator target to judge these "
+                        "against" + (" until the vendor's figures above arrive." if asked_for_spec else
+                                     f": set `gpu_bf16_tflops` under `[targets]` to the matmul TFLOPS a {name} "
+                                     "should reach."))
+        result.findings.append(Finding(category, SUBSYSTEM, healthy, judged))
 
 
 def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: LemonRecord | None,
-                  spec: Spec | None) -> str:
+                  spec: Spec | None, gpus: GpuJudgement | None = None) -> str:
     parts = []
     if health:
         total = sum(len({g for r in n.results for g in r.gpus}) for n in health.nodes if n.ran)
         parts.append(f"`dcgmi diag -r {health.level}` Pass" + (f" on all {total} GPUs" if total else ""))
     spec_tf = spec.bf16_tflops if spec else None
+    bars = {r: rule(r).bar(gpus.reference.tflops, gpus.reference.source)
+            for r in ("gpu.mamf", "gpu.msmf", "gpu.lemon")} if gpus and gpus.reference.tflops else {}
     if mm:
         mamfs = [n.search.mamf.mean_tflops for n in mm.nodes if n.search and n.search.mamf]
         msmfs = [held_rate(s[1]) for n in mm.nodes if (s := _slowest(n))]
         if mamfs:
             best = round(max(mamfs))
             of = f" ({_pct(best, spec_tf)} of the {spec.word} {spec_tf:.0f} TFLOPS dense BF16)" if spec and spec_tf else ""
-            parts.append(f"MAMF {best} TFLOPS{of}")
+            bar = f", at or above its bar of {bars['gpu.mamf']:.0f} TFLOPS" if bars else ""
+            parts.append(f"MAMF {best} TFLOPS{of}{bar}" if len(mamfs) == 1 else
+                         f"MAMF up to {best} TFLOPS{of} on {len(mamfs)} nodes{bar.replace('its', 'their')}")
         if msmfs:
             low = round(min(msmfs))
-            parts.append(f"node MSMF {low} TFLOPS" + (f" ({_pct(low, spec_tf)})" if spec_tf else "")
+            parts.append(f"{'MSMF' if len(msmfs) == 1 and mm.nodes[0].num_gpus == 1 else 'node MSMF (the slowest GPU)'} "
+                         f"{low} TFLOPS" + (f" ({_pct(low, spec_tf)})" if spec_tf else "")
                          + (" on the slowest node" if len(msmfs) > 1 else ""))
     if lemon and lemon.nodes:
         vals = [g.tflops[0] for n in lemon.nodes for g in n.gpus if g.tflops and g.tflops[0] is not None]
         if len(vals) == 1:
-            parts.append(f"lemon GEMM {vals[0]:.1f} TFLOPS on the one GPU, neither under-performing nor dead")
+            parts.append(f"lemon GEMM {vals[0]:.1f} TFLOPS on the one GPU, which is not dead")
         elif vals:
-            parts.append(f"lemon GEMM {min(vals):.1f}–{max(vals):.1f} TFLOPS across {len(vals)} GPUs with no "
-                         "under-performing or dead GPUs")
-    return "; ".join(parts) + "." if parts else ""
-
+            parts.append(f"lemon GEMM {min(vals):.1f}–{max(vals):.1f} TFLOPS across {len(vals)} GPUs, none dead or "
+                         "slower than its node's median by the three-pass rule")
+    if bars and (mm or lemon):
+        parts.append(f"every GPU's MSMF and lemon GEMM at or above the bar of {bars['gpu.msmf']:.0f} TFLOPS "
+                     f"({rule('gpu.msmf').bar(1.0, gpus.reference.source):.0%} of {gpus.reference.words})"
+                     if gpus else "")
+    return "; ".join(p for p in parts if p) + "." if parts else ""

@@ -6,6 +6,9 @@ from __future__ import annotations
 from clustereval.analysis.gpupass import (
     HBM_TARGET_FRACTION,
     OUTLIER_BELOW,
+    P2P_TARGET_FRACTION,
+    PCIE_ALL_FRACTION,
+    PCIE_BIDIR_FRACTION,
     PCIE_TARGET_FRACTION,
     Problem,
     Verdict,
@@ -30,7 +33,7 @@ from clustereval.report.render import RunView
 from clustereval.report.units import iec
 
 TITLE = "GPU memory and links"
-SUBSYSTEM = "GPUs"
+SUBSYSTEM = "GPU memory and links"
 # nvbandwidth's testcase -> the column of ours it stands beside
 NVB_BESIDE = {"device_local_copy": ("HBM copy", lambda g: g.copy_gb_s),
               "host_to_device_memcpy_ce": ("H2D", lambda g: g.pcie_solo.h2d_gb_s if g.pcie_solo else None),
@@ -97,11 +100,15 @@ def render(doc: Document, view: RunView, rec: GpuPassRecord, findings: list[Find
     for n, g in gpus:
         label = gpu_label(n.hostname or n.node, n.index, g.gpu)
         solo, alone = g.pcie_solo, g.pcie_all
-        rows.append([f"`{label}`", _gb(g.copy_gb_s), _gb(g.read_gb_s), _gb(g.write_gb_s),
-                     _gb(solo.h2d_gb_s) if solo else "", _gb(solo.d2h_gb_s) if solo else "",
-                     f"{_gb(solo.bidir_h2d_gb_s)} / {_gb(solo.bidir_d2h_gb_s)}" if solo else "",
-                     (f"{_gb(alone.h2d_gb_s)} / {_gb(alone.d2h_gb_s)}" if alone else
-                      "one GPU" if len(n.gpus) == 1 else ""),
+        miss = _missed(v, label)
+        rows.append([f"`{label}`", _gb(g.copy_gb_s) + miss.get("copy", ""), _gb(g.read_gb_s), _gb(g.write_gb_s),
+                     _gb(solo.h2d_gb_s) + miss.get("H2D", "") if solo else "",
+                     _gb(solo.d2h_gb_s) + miss.get("D2H", "") if solo else "",
+                     (f"{_gb(solo.bidir_h2d_gb_s)}{miss.get('H2D both ways', '')} / "
+                      f"{_gb(solo.bidir_d2h_gb_s)}{miss.get('D2H both ways', '')}") if solo else "",
+                     (f"{_gb(alone.h2d_gb_s)}{miss.get('H2D all GPUs at once', '')} / "
+                      f"{_gb(alone.d2h_gb_s)}{miss.get('D2H all GPUs at once', '')}") if alone and len(n.gpus) > 1
+                     else "",
                      _link(g), _memtest(g), _vote_cell(v, label)])
     keep = [i for i in range(len(headers)) if any(r[i] for r in rows)]  # a measure no GPU has is not a column
     listed = None
@@ -133,20 +140,43 @@ def _targets_text(v: Verdict, rec: GpuPassRecord) -> str:
         src = ("the operator's target" if v.hbm_target_source == "operator" else
                f"{HBM_TARGET_FRACTION:.0%} of the {v.spec.key if v.spec else 'GPU'}'s {v.spec.hbm_tb_s if v.spec else 0:g} "
                "TB/s HBM bandwidth, read and write traffic counted together")
-        parts.append(f"HBM copy target {v.hbm_target_gb_s:.1f} GB/s ({src})")
+        parts.append(f"HBM copy target {v.hbm_target_gb_s:.1f} GB/s ({src}; the HBM copy column)")
     targets = sorted(set(v.pcie_target_gb_s.values()))
     if targets:
         src = ("the operator's target" if v.pcie_target_source == "operator" else
                f"{PCIE_TARGET_FRACTION:.0%} of the link's maximum generation × width, per direction")
-        parts.append(f"PCIe target {' / '.join(f'{t:.1f}' for t in targets)} GB/s ({src})")
+        parts.append(f"PCIe target {' / '.join(f'{t:.1f}' for t in targets)} GB/s ({src}; the H2D and D2H columns)")
+    bidir = sorted(set(v.pcie_bidir_target_gb_s.values()))
+    if bidir:
+        src = ("of the operator's PCIe target" if v.pcie_target_source == "operator" else
+               "of the link's maximum generation × width")
+        parts.append(f"both ways {' / '.join(f'{t:.1f}' for t in bidir)} GB/s each direction "
+                     f"({PCIE_BIDIR_FRACTION:.0%} {src}, since the two directions share the host's side of the link)")
+    if any(len(n.gpus) > 1 and any(g.pcie_all for g in n.gpus) for n in rec.nodes):
+        parts.append(f"all GPUs at once {PCIE_ALL_FRACTION:.0%} of the same GPU's copy alone (GPUs behind one PCIe "
+                     "switch split its uplink)")
     if v.p2p_target_gb_s:
-        parts.append(f"GPU pair copy target {v.p2p_target_gb_s:.1f} GB/s (75% of the NVLink unidirectional figure)")
+        parts.append(f"GPU pair copy target {v.p2p_target_gb_s:.1f} GB/s each way and "
+                     f"{2 * v.p2p_target_gb_s:.1f} GB/s both directions summed ({P2P_TARGET_FRACTION:.0%} of the "
+                     "NVLink unidirectional figure)")
     quick = " The quick profile's sizes ran (shorter copies)." if rec.quick else ""
     if not parts:
         return ("The spec table lists no HBM or PCIe figures for this GPU, so these bandwidths are judged against "
                 f"the fleet alone (a GPU more than {OUTLIER_BELOW:.0%} below its type's median is named)." + quick)
-    return ("Targets: " + "; ".join(parts) + f". A GPU more than {OUTLIER_BELOW:.0%} below the fleet median of its "
-            "type is named too." + quick)
+    outliers = f" A GPU more than {OUTLIER_BELOW:.0%} below the fleet median of its type is named too." \
+        if v.num_gpus > 2 else ""
+    return "Targets: " + "; ".join(parts) + ". A figure under its target is marked in the table." + outliers + quick
+
+
+def _missed(v: Verdict, label: str) -> dict[str, str]:
+    """The marks of this GPU's cells under their target: what the judged figure's subject adds to the
+    label ("H2D", "D2H both ways", ...; "copy" for the HBM copy) -> " (under X)"."""
+    out = {}
+    for j in v.judged:
+        if not j.met and (j.subject == label or j.subject.startswith(label + " ")):
+            what = j.subject[len(label):].strip() or "copy"
+            out[what] = f" (under {j.bar:.1f})"
+    return out
 
 
 def _link(g: PassGpu) -> str:
@@ -187,10 +217,13 @@ def _p2p(doc: Document, n: NodePass) -> None:
                 row.append(f"{_gb(own.get(s))} (own)" if own.get(s) is not None else "failed")
             else:
                 row.append("failed" if c is None else ("no peer access" if not c.peer else
-                                                       f"{_gb(c.write_gb_s)} / {_gb(c.bidir_gb_s)}"))
+                                                       " / ".join(_gb(x) for x in (c.write_gb_s, c.read_gb_s,
+                                                                                   c.bidir_gb_s) if x is not None)))
         rows.append(row)
-    doc.para(f"GPU pairs of {n.hostname or n.node}(node{n.index}): the row's GPU copying into the column's, "
-             "GB/s alone / both directions at once (summed); the diagonal is the GPU's own HBM copy.")
+    with_read = any(c.read_gb_s is not None for c in n.p2p)
+    doc.para(f"GPU pairs of {n.hostname or n.node}(node{n.index}), GB/s: the row's GPU writing into the column's"
+             + (", the row's GPU reading the column's memory" if with_read else "")
+             + " and both directions at once (summed); the diagonal is the GPU's own HBM copy.")
     doc.table(["from \\ to", *[f"gpu{d}" for d in idx]], rows, "l" + "r" * len(idx))
 
 
@@ -285,13 +318,25 @@ def _words(p: Problem) -> str:
         got = " and ".join(f"{'H2D' if k == 'h2d_gb_s' else 'D2H'} {f[k]:.1f} GB/s" for k in ("h2d_gb_s", "d2h_gb_s")
                            if k in f)
         return f"PCIe {got}, below its {f['target_gb_s']:.1f} GB/s target"
+    if p.kind == "pcie-bidir-slow":
+        got = " and ".join(f"{'H2D' if k == 'bidir_h2d_gb_s' else 'D2H'} {f[k]:.1f} GB/s"
+                           for k in ("bidir_h2d_gb_s", "bidir_d2h_gb_s") if k in f)
+        return f"PCIe both ways {got}, below its {f['target_gb_s']:.1f} GB/s target each direction"
+    if p.kind == "pcie-shared":
+        got = " and ".join(f"{'H2D' if k == 'h2d_gb_s' else 'D2H'} {together:.1f} GB/s against {own:.1f} GB/s alone"
+                           for k, (together, own) in f["copies"].items())
+        return (f"PCIe with every GPU of its node copying at once {got}, under {f['fraction']:.0%} of its own copy "
+                "(a PCIe switch shared with another GPU)")
     if p.kind == "pcie-link":
         return (f"PCIe link at Gen{f['gen'] or '?'} x{f['width'] or '?'} under load, of a possible "
                 f"Gen{f['gen_max'] or '?'} x{f['width_max'] or '?'}")
     if p.kind == "p2p-slow":
+        dst = f"`{f['dst_label']}`" if f.get("dst_label") else f"gpu{f['dst']}"
         if not f.get("peer", True):
-            return f"no peer access to gpu{f['dst']}"
-        return f"copy to gpu{f['dst']} at {f['write_gb_s']:.1f} GB/s, below its {f['target_gb_s']:.1f} GB/s target"
+            return f"no peer access to {dst}"
+        names = {"write_gb_s": "copy to", "read_gb_s": "read from", "bidir_gb_s": "both directions with"}
+        return "; ".join(f"{names[k]} {dst} at {value:.1f} GB/s, below its {bar:.1f} GB/s target"
+                         for k, (value, bar) in f["copies"].items())
     if p.kind == "outlier":
         name = {"copy_gb_s": "HBM copy", "h2d_gb_s": "H2D", "d2h_gb_s": "D2H"}[f["measure"]]
         return (f"{name} {f['value']:.1f} GB/s, {f['below']:.1%} below the fleet median of {f['fleet_median']:.1f} GB/s "
@@ -326,7 +371,9 @@ def _findings(v: Verdict, rec: GpuPassRecord) -> list[Finding]:
     by_label: dict[str, list[str]] = {}
     for p in v.problems:
         by_label.setdefault(p.label, []).append(_words(p))
-    out = [Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + " (GPU memory and links pass).")
+    judged = [j.to_dict() for j in v.judged]
+    out = [Finding("underperforming", SUBSYSTEM, f"`{label}` — " + "; ".join(parts) + ".",
+                   [d for d in judged if d["subject"].startswith(label) and not d["met"]])
            for label, parts in by_label.items()]
     if out:
         return out
@@ -335,11 +382,16 @@ def _findings(v: Verdict, rec: GpuPassRecord) -> list[Finding]:
         return out
     copies = [g.copy_gb_s for g in gpus if g.copy_gb_s is not None]
     h2d = [g.pcie_solo.h2d_gb_s for g in gpus if g.pcie_solo and g.pcie_solo.h2d_gb_s is not None]
-    text = (f"GPU memory and links: HBM copy {span(copies)}" + (f", PCIe H2D {span(h2d)}" if h2d else "")
-            + f" on {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}; the memory pattern test found no error and every "
-            "GPU agreed in the correctness vote.")
+    voted = [grp for grp in v.groups if len(grp.members) > 1]
+    vote = ("every GPU agreed with its group in the correctness vote" if voted else
+            "the one GPU's correctness-vote rounds agreed with each other and with the CPU fp64 product (a vote "
+            "needs two GPUs of a type)")
+    text = (f"HBM copy {span(copies)}" + (f", PCIe H2D {span(h2d)}" if h2d else "")
+            + f" on {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}, every figure at or above its target; the memory "
+            f"pattern test found no error and {vote}.")
     if v.hbm_target_gb_s and v.pcie_target_gb_s:
-        return [Finding("healthy", SUBSYSTEM, text)]
-    return [Finding("needs_input", SUBSYSTEM, text + " There are no HBM and PCIe figures for this GPU in the spec "
-                    "table to judge the bandwidths against: obtain the vendor's HBM bandwidth and PCIe generation "
-                    "and width, or set `hbm_copy_gb_s` and `pcie_gb_s` under `[targets]`.")]
+        return [Finding("healthy", SUBSYSTEM, text, judged)]
+    return [Finding("needs_input", SUBSYSTEM, text.replace(", every figure at or above its target", "")
+                    + " There are no HBM and PCIe figures for this GPU in the spec table to judge the bandwidths "
+                    "against: obtain the vendor's HBM bandwidth and PCIe generation and width, or set "
+                    "`hbm_copy_gb_s` and `pcie_gb_s` under `[targets]`.", judged)]

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clustereval.analysis.gpu_passes import BELOW_MEDIAN, gpu_label, node_label, sm_coverage
+from clustereval.analysis.gpu_rules import GpuJudgement
+from clustereval.analysis.rules import rule
 from clustereval.records.compute import LemonRecord
 from clustereval.report.compute_fold import ComputeFold
 from clustereval.report.markdown import Document
@@ -116,15 +118,29 @@ def lemon_rule(lemon: LemonRecord) -> str:
     return f"{text} {more}" if more else text
 
 
-def render_lemon(doc: Document, lemon: LemonRecord, fold: ComputeFold | None = None) -> None:
+def render_lemon(doc: Document, lemon: LemonRecord, fold: ComputeFold | None = None,
+                 judged: GpuJudgement | None = None) -> None:
     """Find underperforming GPUs: the TLDR, the rule, SM coverage, every GPU's score per node (at fleet size only the
-    nodes a reader must act on, compute_fold.py) and the three-pass sentences."""
+    nodes a reader must act on, compute_fold.py) and the three-pass sentences. ``judged``: the lemon figures
+    against the rules table's bar (None, or no reference: only the node-median rule)."""
     size = lemon.size
     doc.heading(3, "Find underperforming GPUs", note=f"fixed {size}³ `matmul` on every GPU")
     slow = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.underperforming]
+    under = sorted({j.subject.split(" ")[0] for j in judged.misses()} - set(slow)) if judged else []
+    slow += under
     dead = [gpu_label(n.hostname, n.index, g) for n in lemon.nodes for g in n.dead]
+    num = sum(len(n.gpus) for n in lemon.nodes)
+    bar = (rule("gpu.lemon").bar(judged.reference.tflops, judged.reference.source)
+           if judged and judged.reference.tflops else None)
     if not slow and not dead:
-        doc.para("**TLDR: no under-performing or dead GPUs**")
+        if bar is not None:
+            doc.para(f"**TLDR: no under-performing or dead GPUs**: {'the GPU' if num == 1 else 'both GPUs' if num == 2 else f'all {num} GPUs'} "
+                     f"at or above the bar of {bar:.0f} TFLOPS")
+        elif num == 1 or all(len(n.gpus) == 1 for n in lemon.nodes):
+            doc.para("**TLDR: no dead GPU**; with one GPU a node has no median to compare it with, and without a "
+                     "published or operator figure there is no bar (Findings ask for one)")
+        else:
+            doc.para("**TLDR: no under-performing or dead GPUs**")
     else:
         parts = []
         if slow:
@@ -132,7 +148,9 @@ def render_lemon(doc: Document, lemon: LemonRecord, fold: ComputeFold | None = N
         if dead:
             parts.append("dead: " + ", ".join(f"`{d}`" for d in dead))
         doc.para("**TLDR:** " + "; ".join(parts))
-    doc.para(lemon_rule(lemon))
+    doc.para(lemon_rule(lemon) + (f" A GPU under {bar:.0f} TFLOPS ({rule('gpu.lemon').bar(1.0, judged.reference.source):.0%} "
+                                  f"of {judged.reference.words}) in any pass is under-performing too."
+                                  if bar is not None and judged else ""))
     sms = sorted({g.sm_count for n in lemon.nodes for g in n.gpus if g.sm_count})
     for count in sms:
         cov = sm_coverage(count, size)

@@ -78,6 +78,12 @@ def _fleet_suite(root: ET.Element, summary: dict[str, Any], run_id: str, stamp: 
     return suite
 
 
+def _judged_line(j: dict[str, Any]) -> str:
+    """One figure and the rule that decided it (analysis/rules.py), as summary.json carries it."""
+    return (f"{'met' if j.get('met') else 'MISSED'} {j.get('rule')}: {j.get('subject')} {j.get('value')} {j.get('unit')}"
+            f" against the bar {j.get('bar')} ({j.get('fraction')} of {j.get('target')} from {j.get('source')})")
+
+
 def junit_xml(summary: dict[str, Any]) -> str:
     run_id = summary.get("run", {}).get("id", "") or "clustereval"
     stamp = _iso(summary)
@@ -94,7 +100,9 @@ def junit_xml(summary: dict[str, Any]) -> str:
             ET.SubElement(case, "failure", {"message": message, "type": "Underperforming"}).text = message
         elif category == "needs_input":
             ET.SubElement(case, "skipped", {"message": "Needs operator input: " + message})
-        ET.SubElement(case, "system-out").text = "\n".join(f"{v.get('verdict', '')}: {v['text']}" for v in items)
+        ET.SubElement(case, "system-out").text = "\n".join(
+            [f"{v.get('verdict', '')}: {v['text']}" for v in items]
+            + [_judged_line(j) for v in items for j in v.get("judged") or []])
     ET.SubElement(verdicts, "system-out").text = f"verdicts of {run_id}"
     ET.SubElement(verdicts, "system-err").text = ""
     gaps = _suite(root, SUITE_GAPS, run_id, stamp)

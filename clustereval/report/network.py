@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from clustereval.analysis import network as an
+from clustereval.analysis.rules import judge
 from clustereval.probes.nccl_debug import describe_path
 from clustereval.records import Finding, Gap
 from clustereval.records.network import (
@@ -312,10 +313,14 @@ def _intra(view: RunView, doc: Document, ar: AllreduceRecord, out: SectionResult
     words = (f"intra-node: peak all-reduce busbw {gbps(best.busbw_gb_s)} GBps at {iec_precise(best.payload_bytes)} over "
              f"{n} GPUs = {share * 100:.1f}% of the {spec.kind} spec of {gbps(spec.spec_uni_gb_s)} GBps "
              f"({'NVLS used' if nvls_on else 'NVLS not used'})")
-    good = share >= an.HEALTHY_SHARE_OF_SPEC
+    judged = judge("network.intra-allreduce", "intra-node", best.busbw_gb_s, spec.spec_uni_gb_s,
+                   "operator" if spec.source == "cluster.toml" else "spec")
+    good = judged.met
     out.findings.append(Finding("healthy" if good else "underperforming", "fabric",
-                                words + ("" if good else f", below the {an.HEALTHY_SHARE_OF_SPEC * 100:.0f}% a "
-                                         "healthy ring all-reduce reaches")))
+                                words + (f", at or above the {an.HEALTHY_SHARE_OF_SPEC * 100:.0f}% of the spec a healthy "
+                                         "ring all-reduce reaches" if good else
+                                         f", below the {an.HEALTHY_SHARE_OF_SPEC * 100:.0f}% a "
+                                         "healthy ring all-reduce reaches"), [judged.to_dict()]))
 
 
 def _intra_table(view: RunView, doc: Document, sweeps: list[Sweep]) -> None:

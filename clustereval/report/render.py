@@ -7,6 +7,7 @@ produced; sections whose phases did not run write nothing (no heading, no TOC li
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -100,7 +101,8 @@ def render_report(view: RunView, header: Callable[[RunView, Document], None] | N
         questions += result.questions
         files.update(result.files)
     findings = fleet_findings(view, findings)
-    render_findings(doc, findings)
+    findings = findings + leftover_findings(view, once(gaps + _setup_gaps_said_nowhere(view, gaps)))
+    render_findings(doc, merged(findings))
     # a phase without a section of its own (preflight, packages, eval Python) still owes its Gaps
     # to the close-out
     present = sections_present(view)
@@ -137,6 +139,108 @@ def fleet_findings(view: RunView, findings: list[Finding]) -> list[Finding]:
     from clustereval.report.fleet import with_fleet_findings
 
     return with_fleet_findings(view, findings)
+
+
+def merged(findings: list[Finding]) -> list[Finding]:
+    """One bullet per heading and subsystem: the bullets of one subsystem under one heading joined, in
+    the order they came (a subsystem's label is said once under each heading). The report's bullets;
+    ``Rendered.findings`` and summary.json keep each finding on its own."""
+    out: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        key = (f.category, f.subsystem)
+        if key in out:
+            first = out[key]
+            out[key] = Finding(f.category, f.subsystem, f"{first.text} {f.text}", first.judged + f.judged)
+        else:
+            out[key] = f
+    return list(out.values())
+
+
+# the Findings label of the subsystem a section's Gaps leave unjudged
+_GAP_SUBSYSTEM = {"compute": "GPUs", "network": "fabric", "storage": "local disk"}
+
+
+def _setup_gaps_said_nowhere(view: RunView, said_gaps: list[Gap]) -> list[Gap]:
+    """The node-setup phases' Gaps that no section said (none of their sections rendered)."""
+    present = sections_present(view)
+    keys = {gap_key(g) for g in said_gaps}
+    return [g for phase in SETUP_PHASES for g in getattr(view.get(phase), "gaps", None) or []
+            if isinstance(g, Gap) and gap_key(g) not in keys and not setup_gap_section(g, present)]
+
+
+def gap_subsystem(gap: Gap, present: list[str]) -> str:
+    section = next((s for s, phases in GAP_SECTIONS.items() if gap.phase in phases), "")
+    if not section and gap.phase in SETUP_PHASES:
+        section = setup_gap_section(gap, present)
+    if section == "storage" and "shared" in gap.text.lower():
+        return "shared network FS"
+    return _GAP_SUBSYSTEM.get(section, "GPUs" if gap.phase in SETUP_PHASES else "fabric")
+
+
+# what a pass that did not run or did not finish leaves unjudged, by its phase (a Gap of the phase says why)
+UNJUDGED = {
+    "preflight": "the checks across nodes",
+    "packages": "what the tools it could not install would have read",
+    "evalpython": "whether the benchmarks ran on the newest torch",
+    "environment": "the node's inventory",
+    "health": "GPU health by DCGM's diagnostics",
+    "gpupass": "GPU memory, PCIe and GPU-pair copies and the correctness vote",
+    "matmul": "the matmul throughput of every GPU",
+    "lemon": "the lemon GEMM",
+    "connectivity": "whether every rank completes a collective",
+    "allreduce": "all-reduce bandwidth",
+    "pairwise": "the node pairs' all-reduce bandwidth",
+    "storage": "the `fio` figures",
+}
+
+
+def leftover_findings(view: RunView, gaps: list[Gap]) -> list[Finding]:
+    """The runbook's leftover Gaps under Underperforming subsystems: every pass that did not run or did not
+    finish (a pass the operator left out has no Gap) leaves part of a subsystem unjudged; one bullet per
+    subsystem names what, and on which nodes (the Gaps say why, once)."""
+    present = sections_present(view)
+    env = view.get("environment")
+    hosts = {n.node: f"{n.hostname or n.node}(node{n.index})" for n in getattr(env, "nodes", None) or []}
+    by_subsystem: dict[str, dict[str, list[str]]] = {}
+    for g in gaps:
+        if not g.text:
+            continue
+        subsystem = gap_subsystem(g, present)
+        subsystems = [subsystem]
+        if subsystem == "shared network FS" and "local and shared" in g.text:  # e.g. no `fio` at all
+            subsystems = ["local disk", subsystem]
+        for sub in subsystems:
+            what = UNJUDGED.get(g.phase, "what its pass would have measured")
+            if g.phase == "storage":
+                what = "the shared filesystem's `fio` figures" if sub == "shared network FS" else \
+                    "the local disk's `fio` figures"
+            nodes = by_subsystem.setdefault(sub, {}).setdefault(what, [])
+            host = hosts.get(g.node, g.node)
+            if host and host not in nodes:
+                nodes.append(host)
+    out = []
+    for subsystem, whats in by_subsystem.items():
+        parts = [what + (f" on {', '.join(nodes)}" if nodes else "") for what, nodes in whats.items()]
+        out.append(Finding("underperforming", subsystem,
+                           f"not judged in full: {'; '.join(parts)} (a pass did not run or did not finish: the Gaps "
+                           "of its section say why, the close-out has a plan)."))
+    return out
+
+
+def underperforming(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.category == "underperforming"]
+
+
+def underperforming_lines(findings: list[Finding]) -> list[str]:
+    """One console line per Underperforming bullet: its subsystem and the units it names."""
+    out = []
+    for f in underperforming(findings):
+        names = list(dict.fromkeys(re.findall(r"`([^`]*\(node\d+\)[^`]*|/[^`]*)`", f.text)))
+        what = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "") if names else ""
+        if f.text.startswith("not judged in full"):
+            what = "what did not run (the report's Gaps)"
+        out.append(f"underperforming: {f.subsystem}" + (f" — {what}" if what else ""))
+    return out
 
 
 def render_findings(doc: Document, findings: list[Finding]) -> None:

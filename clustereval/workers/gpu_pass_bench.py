@@ -287,7 +287,8 @@ def _both_ways(torch: Any, device: Any, one: Callable[[], Any], other: Callable[
 
 
 def p2p(torch: Any, src: Any, dst: Any, nbytes: int, iters: int) -> dict[str, Any]:
-    """One GPU pair, GB/s: ``src`` writing into ``dst`` (and each repeat's), then both directions at once."""
+    """One GPU pair, GB/s: ``src`` writing into ``dst``, then ``src`` reading ``dst``'s memory into its own
+    (each with every repeat's rate), then both directions at once."""
     a = torch.empty(nbytes, dtype=torch.uint8, device=src)
     b = torch.empty(nbytes, dtype=torch.uint8, device=dst)
     a_back = torch.empty_like(a)
@@ -297,9 +298,12 @@ def p2p(torch: Any, src: Any, dst: Any, nbytes: int, iters: int) -> dict[str, An
     write = _rate(torch, src, lambda: b.copy_(a, non_blocking=cuda), nbytes, iters)
     if cuda:
         torch.cuda.synchronize(dst)
+    read = _rate(torch, src, lambda: a_back.copy_(b, non_blocking=cuda), nbytes, iters)
+    if cuda:
+        torch.cuda.synchronize(dst)
     there, back = _both_ways(torch, src, lambda: b.copy_(a, non_blocking=cuda),
                              lambda: a_back.copy_(b, non_blocking=cuda), iters)
-    return {**write.fields("write"),
+    return {**write.fields("write"), **read.fields("read"),
             "bidir_gb_s": round(nbytes * iters / max(there, 1e-9) / 1e9 + nbytes * iters / max(back, 1e-9) / 1e9, 2)}
 
 
