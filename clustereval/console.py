@@ -23,7 +23,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID,
 from rich.text import Text
 
 from clustereval.report.gaps import say
-from clustereval.report.preflight import across_nodes_line
+from clustereval.report.preflight import across_nodes_line, tcp_coverage_line
 from clustereval.report.units import fmt_duration
 
 
@@ -218,6 +218,9 @@ def show_preflight(record: Any, out: Console) -> None:
         out.print(probes)
     if getattr(record, "across_nodes_not_run", None) is not None:
         out.print(across_nodes_line(record.across_nodes_not_run), markup=False)
+    untried = tcp_coverage_line(getattr(record, "tcp_coverage", None))
+    if untried:
+        out.print(untried, markup=False)
     if record.rendezvous_fixes:
         for fix in record.rendezvous_fixes:
             out.print(f"rendezvous fix: {fix}", markup=False)

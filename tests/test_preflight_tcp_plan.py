@@ -20,6 +20,7 @@ from clustereval.phases.preflight_tcp import (
 from clustereval.phases.settings import PreflightSettings
 from clustereval.report.gaps import say
 from clustereval.report.lint import lint_text
+from clustereval.report.preflight import tcp_coverage_line
 from clustereval.store import RunStore
 from clustereval.transport.base import Node
 from clustereval.transport.local import LocalTransport
@@ -122,14 +123,17 @@ def test_a_node_that_reaches_nothing_is_blamed_itself(tmp_path):
     assert all(isinstance(c, Connection) for c in check.plan.targets_of(7))
 
 
-def test_what_the_check_left_untried_is_said_and_lints_clean(tmp_path):
-    check = _check(tmp_path, 1024)
-    cov = check.plan.coverage
-    from clustereval.records import Gap
-
-    gap = say(Gap("preflight", kind="preflight.tcp-untried", facts={
-        "tried": cov.pairs_tried, "total": cov.pairs_total, "max_stride": cov.max_stride, "subnets": cov.subnets,
-        "subnet_pairs_untried": cov.subnet_pairs_untried, "pairs_file": "raw-x/preflight/tcp-pairs.tsv"}))
-    assert f"tried {cov.pairs_tried} of the {cov.pairs_total} ordered pairs of nodes" in gap.text
-    assert f"up to {cov.max_stride} nodes before it" in gap.text and "were not tried" in gap.text
-    assert _lint_bullet(gap.text) == _lint_bullet(gap.plan) == []
+def test_what_the_check_left_untried_is_said_and_lints_clean():
+    cov = plan_tcp(addresses(1024), PORT).coverage
+    line = tcp_coverage_line(cov, "raw-fleet-2026-12-03-1013Z")
+    assert line.startswith(f"TCP check across nodes in preflight: {cov.pairs_tried} of the {cov.pairs_total} "
+                           "ordered pairs of nodes tried, by its rule")
+    assert f"up to {cov.max_stride} nodes before it" in line and "ordered pairs of its" not in line
+    assert f"the other {cov.pairs_total - cov.pairs_tried} pairs were not tried" in line
+    assert "`raw-fleet-2026-12-03-1013Z/preflight/tcp-pairs.tsv` lists every pair tried" in line
+    assert _lint_bullet(line) == []
+    sparse = plan_tcp(addresses(4096, 8), PORT).coverage
+    assert f"; {sparse.subnet_pairs_untried} ordered pairs of its 512 subnets had no connection" in \
+        tcp_coverage_line(sparse)
+    assert _lint_bullet(tcp_coverage_line(sparse)) == []
+    assert tcp_coverage_line(plan_tcp(addresses(16), PORT).coverage) == "" == tcp_coverage_line(None)

@@ -95,10 +95,6 @@ CATALOG: dict[str, dict[str, list[Any]]] = {
                                 "sources": [["gpu-013"], NODES[1:], ["10.0.0.13", "10.0.0.14"]],
                                 "detail": ["timed out", "Connection refused", "No route to host"],
                                 "first_port": [29500], "last_port": [29504, 30524]},
-    "preflight.tcp-untried": {"tried": [11259, 1188, 96], "total": [1047552, 16256, 272],
-                              "max_stride": [512, 64, 16], "subnets": [4, 0, 512, 1],
-                              "subnet_pairs_untried": [0, 1, 203953],
-                              "pairs_file": ["raw-h200-2026-12-03-1013Z/preflight/tcp-pairs.tsv"]},
     "preflight.peer-ssh": {"first": NODES[:3], "nodes": [["gpu-013"], NODES[1:], ["10.0.0.13", "10.0.0.14"]]},
     "preflight.gloo-no-torch": {"python": ["python3", "/opt/conda/envs/eval/bin/python"],
                                 "nodes": _pair_list(["No module named 'torch'", "ImportError: libcudart.so.12: "

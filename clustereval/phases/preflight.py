@@ -335,7 +335,7 @@ class Preflight:
         for probe in outcome.probes:
             self._probe(probe)
         order = {n.name: n.index for n in self.nodes}
-        self.rec.gaps += sorted(outcome.gaps, key=lambda g: (g.kind == "preflight.tcp-untried", order.get(g.node, 0)))
+        self.rec.gaps += sorted(outcome.gaps, key=lambda g: order.get(g.node, 0))
         self.rec.tcp_coverage = outcome.coverage
         return outcome.ok
 

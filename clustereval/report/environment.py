@@ -19,7 +19,7 @@ from clustereval.analysis.specs import INTERNODE_TABLE_URL, NVLINK_TABLE_URL, lo
 from clustereval.records.environment import EnvironmentRecord, NodeEnvironment
 from clustereval.report.fold import FOLD_NODES, folded_names
 from clustereval.report.markdown import Document
-from clustereval.report.preflight import across_nodes_line
+from clustereval.report.preflight import across_nodes_line, tcp_coverage_line
 from clustereval.report.render import RunView, SectionResult
 from clustereval.report.units import iec, joined, pcie_uni_gb_s, plural, span
 
@@ -191,6 +191,9 @@ def write_header(view: RunView, doc: Document) -> None:
     not_across = getattr(view.get("preflight"), "across_nodes_not_run", None)
     if not_across is not None:  # said, so a reader does not take the checks for ones that passed
         lines.append(across_nodes_line(not_across))
+    untried = tcp_coverage_line(getattr(view.get("preflight"), "tcp_coverage", None), view.raw_rel)
+    if untried:  # said, so a reader does not take the pairs the rule left out for pairs it proved
+        lines.append(untried)
     if view.interrupted:
         lines.append("Status: the run was interrupted; the sections below hold what finished")
     doc.bullets(lines)

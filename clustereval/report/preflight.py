@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clustereval.records import Gap
-from clustereval.records.run import AcrossNodesNotRun
+from clustereval.records.run import AcrossNodesNotRun, TcpCoverage
 from clustereval.report.markdown import Document
 from clustereval.report.render import RunView, SectionResult, render_gaps
 from clustereval.report.units import joined
@@ -61,3 +61,18 @@ def across_nodes_line(why: AcrossNodesNotRun) -> str:
         return (f"{checks}: not run when the run was resumed, as no phase it ran again starts a job across "
                 f"nodes (it ran {ran} again; {would} {do})")
     return f"{checks}: not run, as no phase of this run starts a job across nodes (it ran {ran}; {would} {do})"
+
+
+def tcp_coverage_line(cov: TcpCoverage | None, raw_rel: str = "") -> str:
+    """What preflight's TCP check across nodes left untried by its rule (``phases/preflight_tcp.py``),
+    for the header and the console; '' when it tried every pair of nodes, or did not run."""
+    if cov is None or cov.pairs_tried >= cov.pairs_total:
+        return ""
+    subnets = (f"; {cov.subnet_pairs_untried} ordered pairs of its {cov.subnets} subnets had no connection "
+               "between them") if cov.subnet_pairs_untried else ""
+    where = f"{raw_rel}/{cov.pairs_file}" if raw_rel else cov.pairs_file
+    return (f"TCP check across nodes in preflight: {cov.pairs_tried} of the {cov.pairs_total} ordered pairs of nodes "
+            "tried, by its rule (the rendezvous port from every node; each node's ports from the node before it, "
+            f"nodes at powers of two up to {cov.max_stride} nodes before it in the hostfile, and nodes of other "
+            f"subnets){subnets}; the other {cov.pairs_total - cov.pairs_tried} pairs were not tried (`{where}` lists "
+            "every pair tried)")

@@ -11,7 +11,7 @@ from clustereval.records import Gap
 from clustereval.report.gaps._registry import wording
 from clustereval.report.gaps.common import link_tools, no_paths, raw_output, status_words
 from clustereval.report.gaps.network import applied_fix
-from clustereval.report.units import plural, short_list
+from clustereval.report.units import short_list
 
 # ---- the preflight gate -----------------------------------------------------------------------
 
@@ -98,18 +98,6 @@ def _tcp_unreached(g: Gap) -> tuple[str, str]:
             f"{short_list(f['sources'])} ({raw_output(f['detail'], 'no error was printed')}).",
             f"allow TCP into {g.node} on every port from port {f['first_port']} to port {f['last_port']} from every "
             "node (firewall, security group): the run's jobs meet there")
-
-
-@wording("preflight.tcp-untried")
-def _tcp_untried(g: Gap) -> tuple[str, str]:
-    f = g.facts
-    subnets = (f"; {plural(f['subnet_pairs_untried'], 'ordered pair')} of the {f['subnets']} subnets had no "
-               "connection between them") if f["subnet_pairs_untried"] else ""
-    return (f"The TCP check between nodes tried {f['tried']} of the {f['total']} ordered pairs of nodes (each node "
-            f"from the node before it, nodes at powers of two up to {f['max_stride']} nodes before it in the hostfile, "
-            f"and nodes of other subnets){subnets}; the other {f['total'] - f['tried']} pairs were not tried.",
-            f"accept as-is: a pair that cannot connect fails the first job that needs it, named there; "
-            f"{f['pairs_file']} lists every pair tried")
 
 
 @wording("preflight.peer-ssh")
