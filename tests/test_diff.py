@@ -215,7 +215,9 @@ def test_new_hardware_failure_and_gap_are_listed_and_their_tools_linked(tmp_path
     changed["health"].gaps = [Gap("health", "`dcgmi diag -r 3` was not run on gpu-b(node1).", "run it by hand")]
     new = write_run(reports, changed, stamp="2026-12-01-0900Z")
     rec, md_path, _ = diff_runs(old, new)
-    assert [(v.subsystem, v.old, v.new) for v in rec.verdicts] == [("GPUs", ["Healthy"], ["Underperforming"])]
+    # two Underperforming findings now: the failed plugin, and the leftover Gap's (what did not run)
+    assert [(v.subsystem, v.old, v.new) for v in rec.verdicts] == [
+        ("GPUs", ["Healthy"], ["Underperforming", "Underperforming"])]
     assert rec.gaps_new == ["`dcgmi diag -r 3` was not run on gpu-b(node1)."] and rec.beyond == []
     md = md_path.read_text()
     assert lint_text(md) == [], md

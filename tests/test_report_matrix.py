@@ -451,7 +451,8 @@ def test_clustereval_report_redraws_the_example_plots_from_its_records(tmp_path)
     for png in raw.rglob("*.png"):
         png.unlink()
     res = run_cli("report", str(raw), cwd=tmp_path, timeout=300)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    # written and lint-clean (3 otherwise); 1: its Findings hold the leftover Gaps (DCGM, torch, no shared FS)
+    assert res.returncode == 1 and "underperforming: GPUs" in res.stderr, (res.stdout + res.stderr)[-3000:]
     linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (tmp_path / report.name).read_text())
     assert linked, "the example report links no plot"
     for rel in linked:

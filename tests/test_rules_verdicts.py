@@ -193,7 +193,7 @@ def test_the_landed_example_names_the_health_pass_that_did_not_run_and_exits_1(t
     assert result.exit_code == 1, result.output
     (md,) = [p.read_text() for p in tmp_path.glob("*.md")]
     under = _findings(md, "Underperforming subsystems")
-    assert "- **GPUs** — not judged in full: GPU health by DCGM's diagnostics on vm(node0)" in under
+    assert "- **GPUs** — not judged in full: GPU health by NVIDIA's `dcgmi diag` on vm(node0)" in under
     assert "underperforming: GPUs — what did not run (the report's Gaps)" in result.output
 
 

@@ -183,7 +183,7 @@ UNJUDGED = {
     "packages": "what the tools it could not install would have read",
     "evalpython": "whether the benchmarks ran on the newest torch",
     "environment": "the node's inventory",
-    "health": "GPU health by DCGM's diagnostics",
+    "health": "GPU health by NVIDIA's `dcgmi diag`",
     "gpupass": "GPU memory, PCIe and GPU-pair copies and the correctness vote",
     "matmul": "the matmul throughput of every GPU",
     "lemon": "the lemon GEMM",
@@ -191,6 +191,14 @@ UNJUDGED = {
     "allreduce": "all-reduce bandwidth",
     "pairwise": "the node pairs' all-reduce bandwidth",
     "storage": "the `fio` figures",
+}
+
+
+# Gaps that leave nothing of the eval unjudged: said (with a plan) in Gaps and the close-out, but no leftover
+NOTHING_UNJUDGED = {
+    "preflight.peer-ssh",  # node-to-node SSH, which clustereval does not use (pdsh and DeepSpeed launches do)
+    "preflight.gloo-no-torch",  # the CPU gloo check runs later on the eval Python; its failure is its own Gap
+    "evalpython.cache-refused",  # a planted cache refused: the run built its own copy and went on
 }
 
 
@@ -203,7 +211,7 @@ def leftover_findings(view: RunView, gaps: list[Gap]) -> list[Finding]:
     hosts = {n.node: f"{n.hostname or n.node}(node{n.index})" for n in getattr(env, "nodes", None) or []}
     by_subsystem: dict[str, dict[str, list[str]]] = {}
     for g in gaps:
-        if not g.text:
+        if not g.text or g.kind in NOTHING_UNJUDGED:
             continue
         subsystem = gap_subsystem(g, present)
         subsystems = [subsystem]
