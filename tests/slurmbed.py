@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.testbed import REGISTRY, NetnsCluster, TestbedUnavailable
@@ -32,6 +33,12 @@ SLURM_BINARIES = ("slurmctld", "slurmd", "munged", "srun", "salloc", "scontrol",
 APT_HINT = "apt-get install slurm-wlm munge (scripts/test.sh installs them)"
 PARTITION = "debug"
 SLURM_REGISTRY = REGISTRY / "slurm"
+# Bounds on waits that end with the event they wait for, so they cost nothing when the machine is
+# idle; each holds at a load of 30 on 2 cores (the suite beside other work), where one Slurm RPC or
+# daemon start can take seconds
+START_TIMEOUT_S = 120  # munged's socket, slurmctld's ping, every slurmd idle in sinfo
+CLIENT_TIMEOUT_S = 120  # one client command (scontrol, squeue, salloc --no-shell)
+SETTLE_TIMEOUT_S = 60  # a cancelled job or a killed step leaving squeue (slurmstepd, then slurmctld)
 
 
 def slurm_unavailable_reason() -> str:
@@ -64,6 +71,10 @@ class SlurmCluster:
         self.cpus_per_node = cpus_per_node
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {"SLURM_CONF": str(self.conf)}
+        # slurmctld's prolog, run as every job starts: sleeps as long as ``set_allocation_delay`` says
+        self.prolog_ctld = self.dir / "prolog-ctld.sh"
+        self.prolog_delay_file = self.dir / "prolog-delay-s"
+        self.prolog_delayed = False  # in the config only once a test asks: salloc then waits for it
 
     @property
     def node_names(self) -> list[str]:
@@ -96,6 +107,8 @@ class SlurmCluster:
         # slurmd initialises a cgroup plugin even when nothing uses it; v1 with nothing mounted
         # is the one that starts without systemd (each node gets an empty tmpfs there)
         (self.dir / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n")
+        self.prolog_ctld.write_text(f'#!/bin/sh\nsleep "$(cat {self.prolog_delay_file} 2>/dev/null || echo 0)"\n')
+        self.prolog_ctld.chmod(0o755)
         self._start_ctld()
         for node in self.netns.nodes:
             self.start_slurmd(node.name, wait=False)
@@ -135,18 +148,29 @@ class SlurmCluster:
             "SchedulerType=sched/backfill",
             "ReturnToService=1",  # a node set DOWN by hand stays down
             "SlurmdParameters=config_overrides",
-            # seconds, not minutes: a node that dies is noticed within the test
-            "SlurmdTimeout=10",
-            "SlurmctldTimeout=10",
+            # Every limit below holds on a machine loaded far past its cores (the suite runs beside
+            # other work: a load of 30 on 2 cores), where each daemon waits seconds for a CPU.
+            # Slurm's defaults: a slurmd that misses slurmctld's pings for SlurmdTimeout is set DOWN
+            # and its jobs end (NODE_FAIL), so a short one could end healthy jobs under load; no test
+            # waits for it (a node is set down by hand, `set_node_state`; a killed slurmd fails the
+            # next step to it)
+            "SlurmdTimeout=300",
+            "SlurmctldTimeout=120",
             "InactiveLimit=0",
-            "KillWait=2",
-            "MinJobAge=2",
+            "KillWait=2",  # a cancelled or timed-out step: SIGTERM, then SIGKILL this much later
+            # a job's record stays this long after it ended, so srun's "expired" is read against the
+            # job's end (its state, its reason) and not against a record already purged
+            "MinJobAge=300",
             "OverTimeLimit=0",
-            "MessageTimeout=5",
-            "TCPTimeout=3",
+            # an RPC (srun, scontrol, slurmd to slurmctld) waits this long for its answer: a slurmctld
+            # behind on a loaded machine answers late, not never
+            "MessageTimeout=60",
+            "TCPTimeout=10",
             "SchedulerParameters=sched_interval=1",
             f"NodeName=DEFAULT CPUs={self.cpus_per_node} RealMemory=512 State=UNKNOWN",
         ]
+        if self.prolog_delayed:
+            lines.append(f"PrologSlurmctld={self.prolog_ctld}")
         lines += [f"NodeName={n.name} NodeAddr={n.address} NodeHostname={n.name}" for n in self.netns.nodes]
         lines.append(f"PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP")
         return "\n".join(lines) + "\n"
@@ -160,12 +184,12 @@ class SlurmCluster:
             "munged", [_which("munged"), "--foreground", "--force", f"--socket={self.munge_socket}",
                        f"--key-file={key}", f"--pid-file={d / 'munged.pid'}", f"--seed-file={d / 'seed'}",
                        f"--log-file={d / 'munged.log'}", "--num-threads=2"])
-        self._wait(lambda: self.munge_socket.exists(), "munged", 10)
+        self._wait(lambda: self.munge_socket.exists(), "munged", START_TIMEOUT_S)
 
     def _start_ctld(self) -> None:
         self.procs["slurmctld"] = self._spawn(
             "slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(self.conf)])
-        self._wait(lambda: self.client(["scontrol", "ping"]).returncode == 0, "slurmctld", 20)
+        self._wait(lambda: self.client(["scontrol", "ping"]).returncode == 0, "slurmctld", START_TIMEOUT_S)
 
     def start_slurmd(self, name: str, *, wait: bool = True) -> None:
         node = self.netns.node(name)
@@ -185,6 +209,22 @@ class SlurmCluster:
             str(self.netns.scratch_dir)])
         if wait:
             self.wait_idle([name])
+
+    def set_allocation_delay(self, seconds: float) -> None:
+        """Every job granted from now on waits ``seconds`` before its nodes are ready (slurmctld's
+        prolog runs that long), as a loaded controller makes it wait: salloc prints "Granted job
+        allocation" and asks until they are ready, and only then exits."""
+        self.prolog_delay_file.write_text(f"{seconds}\n")
+        if self.prolog_delayed:
+            return
+        self.prolog_delayed = True
+        self.conf.write_text(self.config_text())
+        # `scontrol reconfigure` shows the new PrologSlurmctld but jobs do not run it: a restart does
+        ctld = self.procs["slurmctld"]
+        ctld.send_signal(signal.SIGTERM)
+        ctld.wait(timeout=START_TIMEOUT_S)
+        self._start_ctld()
+        self.wait_idle()
 
     def local_dir(self, name: str) -> Path:
         """What node ``name`` sees at the test bed's local_scratch: a disk of its own."""
@@ -222,7 +262,7 @@ class SlurmCluster:
             text += path.read_text(errors="replace")[-chars:]
         return text.strip()[-chars:]
 
-    def wait_idle(self, names: list[str] | None = None, timeout_s: float = 30) -> None:
+    def wait_idle(self, names: list[str] | None = None, timeout_s: float = START_TIMEOUT_S) -> None:
         """Until every named node (default all) is idle in ``sinfo``."""
         wanted = set(names or self.node_names)
 
@@ -232,7 +272,7 @@ class SlurmCluster:
         self._wait(ready, "slurmd", timeout_s)
 
     # ---- the knobs tests turn ----------------------------------------------------------------
-    def client(self, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    def client(self, argv: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess:
         """A Slurm client command (scontrol, squeue, ...) against this cluster."""
         env = dict(os.environ)
         env.update(self.env)
@@ -247,14 +287,19 @@ class SlurmCluster:
         proc = self.client(["squeue", "-h", "-o", "%i"])
         return proc.stdout.split()
 
-    def jobs_after_settling(self, timeout_s: float = 15) -> list[str]:
+    def jobs_after_settling(self, timeout_s: float = SETTLE_TIMEOUT_S) -> list[str]:
         """Job ids still queued once completing jobs had ``timeout_s`` to leave the queue."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = self.jobs()
-            if not left or time.monotonic() > deadline:
-                return left
-            time.sleep(0.3)
+        return _settled(self.jobs, timeout_s)
+
+    def steps(self, job_id: str) -> list[str]:
+        """Step ids of ``job_id`` still listed by ``squeue -s`` (a step stays listed until every
+        node's slurmstepd told slurmctld it ended)."""
+        proc = self.client(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
+        return proc.stdout.split()
+
+    def steps_after_settling(self, job_id: str, timeout_s: float = SETTLE_TIMEOUT_S) -> list[str]:
+        """Step ids of ``job_id`` still listed once ending steps had ``timeout_s`` to leave."""
+        return _settled(lambda: self.steps(job_id), timeout_s)
 
     def set_node_state(self, name: str, state: str, reason: str = "test") -> None:
         argv = ["scontrol", "update", f"nodename={name}", f"state={state}"]
@@ -330,6 +375,16 @@ class SlurmCluster:
 
     def __exit__(self, *exc) -> None:  # noqa: ANN002
         self.close()
+
+
+def _settled(listing: Callable[[], list[str]], timeout_s: float) -> list[str]:
+    """What ``listing`` still lists once it was empty or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = listing()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.3)
 
 
 def _python() -> str:

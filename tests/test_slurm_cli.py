@@ -90,7 +90,9 @@ def test_a_node_set_down_is_named(slurm_cluster):
 
 
 def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_cluster, tmp_path):
-    config = slurm_cluster.write_config(slurm={"nodes": 2, "time_limit": "1"})
+    # ten minutes, cut to zero once storage started: a one-minute allocation ran out during preflight
+    # on a loaded machine
+    config = slurm_cluster.write_config(slurm={"nodes": 2, "time_limit": "10"})
     env = dict(__import__("os").environ)
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "clustereval", "run", "--config", str(config), "--profile",
@@ -105,9 +107,9 @@ def test_time_limit_mid_run_is_one_line_and_scratch_is_still_cleared(slurm_clust
             seen += line
         jobs = slurm_cluster.jobs()
         assert len(jobs) == 1
-        # the one-minute limit cut to zero under the running phase: its next step is refused
-        slurm_cluster.client(["scontrol", "update", f"jobid={jobs[0]}", "timelimit=-1"])
-        out, err = proc.communicate(timeout=150)
+        # the ten-minute limit cut to zero under the running phase: its next step is refused
+        slurm_cluster.client(["scontrol", "update", f"jobid={jobs[0]}", "timelimit=-10"])
+        out, err = proc.communicate(timeout=240)
         err = seen + err
     finally:
         if proc.poll() is None:

@@ -12,9 +12,13 @@ from clustereval.config import SlurmConfig
 from clustereval.errors import TransportError, UsageError
 from clustereval.transport.slurm import SlurmTransport
 
+# a request the bed can grant is granted within seconds even at a load of 30 on 2 cores; wait_s only
+# bounds a request that hangs
+WAIT_S = 120
+
 
 def _transport(cluster, **kw) -> SlurmTransport:
-    settings = {"partition": "debug", "nodes": 3, "time_limit": "10", "wait_s": 20}
+    settings = {"partition": "debug", "nodes": 3, "time_limit": "10", "wait_s": WAIT_S}
     settings.update(kw)
     return SlurmTransport(SlurmConfig(**settings))
 
@@ -71,9 +75,46 @@ def test_popen_step_stops_with_its_handle(slurm_cluster):
         proc = t.popen(node, ["sh", "-c", "echo started; sleep 300"])
         assert proc.stdout is not None and proc.stdout.readline() == "started\n"
         proc.kill()
-        proc.wait(timeout=15)
-        steps = slurm_cluster.client(["squeue", "-h", "-s", "-j", t.job_id, "-o", "%i"]).stdout.split()
-        assert steps == []
+        # srun ends once the step's task ended (or, when srun is slow to, once slurmctld cancelled the
+        # step by its name: two grace periods); the step leaves squeue when its slurmstepd reports
+        proc.wait(timeout=60)
+        assert slurm_cluster.steps_after_settling(t.job_id) == []
+    finally:
+        t.close()
+
+
+def test_a_granted_allocation_is_kept_while_its_nodes_are_made_ready(slurm_cluster):
+    """salloc --no-shell prints "Granted job allocation" and then asks slurmctld until the nodes are
+    ready; a signal in that window makes it give the job back. On a loaded machine the window lasted
+    seconds and the first command found its fresh job CANCELLED ("has expired"); here slurmctld's
+    prolog holds it open for 4 s."""
+    slurm_cluster.set_allocation_delay(4)
+    t = _transport(slurm_cluster, nodes=1)
+    try:
+        node = t.nodes()[0]  # its first command: `hostname` on the node
+        assert node.extra["hostname"] == node.name
+        job = slurm_cluster.client(["scontrol", "show", "job", t.job_id]).stdout
+        assert "JobState=RUNNING" in job, job
+        assert t.run(node, ["hostname"]).stdout.strip() == node.name
+    finally:
+        t.close()
+    assert slurm_cluster.jobs_after_settling() == []
+
+
+def test_a_step_whose_srun_does_not_stop_is_cancelled_through_slurmctld(slurm_cluster):
+    """An srun that does not act on SIGTERM in time (stopped here; on a loaded controller, slow) has
+    its step cancelled by name through slurmctld before it is killed: a SIGKILLed srun leaves its step."""
+    import signal
+
+    t = _transport(slurm_cluster, nodes=1)
+    try:
+        node = t.nodes()[0]
+        proc = t.popen(node, ["sh", "-c", "echo started; sleep 300"])
+        assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+        os.kill(proc.pid, signal.SIGSTOP)
+        proc.kill()
+        proc.wait(timeout=60)
+        assert slurm_cluster.steps_after_settling(t.job_id) == []
     finally:
         t.close()
 
@@ -103,11 +144,12 @@ def test_invalid_partition_names_the_setting(slurm_cluster):
 def test_node_down_before_the_request_names_the_node(slurm_cluster):
     down = slurm_cluster.node_names[2]
     slurm_cluster.set_node_state(down, "down", "test")
-    t = _transport(slurm_cluster)
+    t = _transport(slurm_cluster, wait_s=600)
     start = time.monotonic()
     with pytest.raises(TransportError) as err:
         t.nodes()
-    assert time.monotonic() - start < 10  # not the 20 s wait_s: a down node will not come back by waiting
+    # not the 600 s wait_s: a down node will not come back by waiting (seconds, or a minute at a load of 30)
+    assert time.monotonic() - start < 120
     assert err.value.error_id == "slurm-node-down"
     assert err.value.message == f"{down}: is down (reason: test), so partition debug cannot give [slurm] nodes = 3"
     assert slurm_cluster.jobs_after_settling() == []  # the pending request was withdrawn
@@ -130,16 +172,17 @@ def test_node_down_during_the_run_names_the_node(slurm_cluster):
 
 
 def test_time_limit_reached_is_one_line_and_cleanup_still_reaches_the_nodes(slurm_cluster):
-    t = _transport(slurm_cluster, nodes=2, time_limit="1")
+    # ten minutes, cut to zero below: a one-minute allocation could run out first on a loaded machine
+    t = _transport(slurm_cluster, nodes=2, time_limit="10")
     try:
         nodes = t.nodes()
         scratch = slurm_cluster.netns.shared_dir / "run-scratch"
         assert t.run(nodes[0], ["mkdir", "-p", str(scratch)]).ok
         first_job = t.job_id
-        # the one-minute limit cut to zero: from now on slurmctld refuses new steps (and its next
+        # the ten-minute limit cut to zero: from now on slurmctld refuses new steps (and its next
         # limit check, within 30 s, ends the job); a running step's "DUE TO TIME LIMIT" is the
         # captured srun-time-limit-during-step fixture
-        slurm_cluster.client(["scontrol", "update", f"jobid={first_job}", "timelimit=-1"])
+        slurm_cluster.client(["scontrol", "update", f"jobid={first_job}", "timelimit=-10"])
         with pytest.raises(TransportError) as err:
             t.run(nodes[1], ["hostname"])
         assert err.value.error_id == "slurm-time-limit", err.value.message

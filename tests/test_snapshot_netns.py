@@ -48,7 +48,7 @@ def test_snapshot_all_nodes_through_slurm(slurm_cluster):
     from clustereval.config import SlurmConfig
     from clustereval.transport.slurm import SlurmTransport
 
-    t = SlurmTransport(SlurmConfig(partition="debug", nodes=3, time_limit="10", wait_s=20))
+    t = SlurmTransport(SlurmConfig(partition="debug", nodes=3, time_limit="10", wait_s=120))
     try:
         nodes = t.nodes()
         record = collect(Config(name="t", access="slurm", nodes=tuple(n.name for n in nodes)), t, nodes,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import os
 import secrets
 import signal
@@ -25,10 +26,13 @@ from clustereval.report.units import fmt_duration
 from clustereval.transport.base import Node
 from clustereval.transport.slurm import client, hostlist
 from clustereval.transport.slurm.failures import blamed_first, job_ended_error, salloc_error
-from clustereval.transport.slurm.steps import KILL_GRACE_S
+from clustereval.transport.slurm.steps import KILL_GRACE_S, Step
 
 CLEANUP_TIME_LIMIT = "10"  # minutes: the short allocation that clears scratch after the run's own one ended
 CLEANUP_WAIT_S = 120
+# salloc --no-shell exits once slurmctld calls the granted job's nodes ready; its own bound is 300 s
+# (PrologSlurmctld, booting nodes), this one covers that plus its last RPCs on a loaded controller
+SALLOC_READY_WAIT_S = 360
 # pending reasons that waiting will not fix: the request itself cannot be met
 _HOPELESS = ("ReqNodeNotAvail", "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown",
              "PartitionInactive", "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
@@ -44,7 +48,8 @@ class Allocation:
         self.job_id: str = ""
         self.owned = False  # True: this process asked for the allocation and cancels it
         self.node_names: list[str] = []
-        self.step_tag = f"{job_name}-{secrets.token_hex(3)}"  # names our long-running steps
+        self.step_tag = f"{job_name}-{secrets.token_hex(3)}"  # every step's name begins with it
+        self._step_numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -142,6 +147,8 @@ class Allocation:
                     reader.join(timeout=5)
                 outcome = probe.parse_salloc("".join(lines))
                 if outcome.granted:
+                    self.job_id, self.owned = outcome.job_id, True  # cancelled on any failure below
+                    self._await_salloc_exit(proc, reader, lines)
                     break
                 if done:
                     raise salloc_error(self.cfg, outcome, "".join(lines))
@@ -161,14 +168,32 @@ class Allocation:
                 client.cancel(outcome.job_id or self.job_id)
             self.job_id, self.owned = "", False
             raise
-        self._stop_salloc(proc)
         self.job_id, self.owned = outcome.job_id, True
         _OWNED.add(self)
         job = client.show_job(self.job_id)
         self.node_names = client.hostnames(job.node_list) if job else []
 
+    def _await_salloc_exit(self, proc: subprocess.Popen, reader: threading.Thread, lines: list[str]) -> None:
+        """After "Granted job allocation", salloc --no-shell asks slurmctld until the nodes are ready
+        and only then exits 0; a signal in that window makes it give the job back (its handler
+        completes the job: "cancelled by interactive user"). On a loaded controller the window lasts
+        seconds, and a SIGTERM there left the first step a fresh job that was already CANCELLED
+        ("Slurm job N has expired"); so a granted salloc is never signalled, only waited for."""
+        try:
+            rc = proc.wait(timeout=SALLOC_READY_WAIT_S)
+        except subprocess.TimeoutExpired:
+            # its own wait is bounded (5 min); past ours, SIGKILL, which it cannot catch: the job stays
+            # granted and ours (cancelled on release), and a step on a node still not ready says so itself
+            proc.kill()
+            proc.wait()
+            return
+        if rc != 0:  # salloc gave the job back itself ("Something is wrong with the boot of the nodes")
+            reader.join(timeout=5)
+            raise salloc_error(self.cfg, probe.parse_salloc("".join(lines)), "".join(lines))
+
     @staticmethod
     def _stop_salloc(proc: subprocess.Popen) -> None:
+        """Stop a salloc whose request is still pending (or failed), withdrawing the request."""
         if proc.poll() is None:
             # SIGTERM: salloc withdraws a pending request itself (a SIGKILL would leave it queued)
             proc.send_signal(signal.SIGTERM)
@@ -221,10 +246,15 @@ class Allocation:
     def released(self) -> bool:
         return self._closed
 
+    def step(self) -> Step:
+        """A name for the next step, its own in the job: a step whose srun does not end can be
+        cancelled through slurmctld by it (``steps.stop_step``), and our steps told from others'."""
+        return Step(self.acquire(), f"{self.step_tag}-{next(self._step_numbers)}")
+
     def _cancel_our_steps(self) -> None:
-        """Steps we started with popen that may outlive a killed srun (a borrowed allocation stays)."""
+        """Our steps still running, e.g. a popen step whose srun was killed (a borrowed allocation stays)."""
         for step, name in client.named_steps(self.job_id):
-            if name == self.step_tag:
+            if name.startswith(f"{self.step_tag}-"):
                 client.cancel(step)
 
     def time_left_s(self) -> int | None:

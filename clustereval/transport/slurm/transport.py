@@ -24,7 +24,7 @@ from clustereval.transport.slurm import hostlist
 from clustereval.transport.slurm.allocation import Allocation
 from clustereval.transport.slurm.client import no_slurm
 from clustereval.transport.slurm.failures import raise_for
-from clustereval.transport.slurm.steps import SrunProcess, communicate, stop_step
+from clustereval.transport.slurm.steps import SrunProcess, Step, communicate, stop_step
 
 DEFAULT_CHDIR = "/tmp"  # srun's default is the caller's cwd, which need not exist on a node
 
@@ -103,8 +103,8 @@ class SlurmTransport(Transport):
         return nodes
 
     # ---- srun ----------------------------------------------------------------------------------
-    def srun_argv(self, nodes: list[str], *, cwd: str | None = None, label: bool = False,
-                  step_name: str | None = None, stdin: bool = False) -> list[str]:
+    def srun_argv(self, nodes: list[str], step: Step, *, cwd: str | None = None, label: bool = False,
+                  stdin: bool = False) -> list[str]:
         """Every srun option clustereval sets, in one place."""
         argv = [
             "srun",
@@ -122,7 +122,8 @@ class SlurmTransport(Transport):
             "--quiet",
             # srun forwards its stdin to the task only when there is something to send
             f"--input={'all' if stdin else 'none'}",
-            f"--job-name={step_name or self.job_name}",
+            # the step's own name: cancelled by it when its srun does not end (steps.stop_step)
+            f"--job-name={step.name}",
         ]
         if label:
             argv.append("--label")
@@ -134,9 +135,10 @@ class SlurmTransport(Transport):
     def run(self, node: Node, argv: list[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
             env: Mapping[str, str] | None = None, cwd: str | None = None,
             stdin: str | None = None) -> CommandResult:
-        full = self.srun_argv([node.name], cwd=cwd, stdin=stdin is not None) + env_prefix(env) + list(argv)
+        step = self.alloc.step()
+        full = self.srun_argv([node.name], step, cwd=cwd, stdin=stdin is not None) + env_prefix(env) + list(argv)
         rc, out, err, seconds, timed_out = communicate(full, stdin.encode() if stdin is not None else None,
-                                                       timeout_s)
+                                                       timeout_s, step)
         stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
         if timed_out:
             return CommandResult(node=node.name, argv=list(argv), rc=124, stdout=stdout,
@@ -156,9 +158,10 @@ class SlurmTransport(Transport):
         nodes = list(nodes)
         if callable(argv) or len(nodes) <= 1:
             return super().run_all(nodes, argv, timeout_s=timeout_s, env=env, cwd=cwd)
-        full = (self.srun_argv([n.name for n in nodes], cwd=cwd, label=True)
+        step = self.alloc.step()
+        full = (self.srun_argv([n.name for n in nodes], step, cwd=cwd, label=True)
                 + ["sh", "-c", probe.FRAME_SCRIPT, "sh"] + env_prefix(env) + list(argv))
-        rc, out, err, seconds, timed_out = communicate(full, None, timeout_s)
+        rc, out, err, seconds, timed_out = communicate(full, None, timeout_s, step)
         stderr = err.decode(errors="replace")
         framed = probe.parse_framed(out.decode(errors="replace"))
         missing = [n for n in nodes if n.name not in framed]
@@ -186,15 +189,16 @@ class SlurmTransport(Transport):
         """Start a long-running step (torchrun) on ``node``; stdout and stderr merged.
 
         ``terminate()``/``kill()`` on the handle, or losing it, stops the step on the node: srun
-        gets SIGTERM, which cancels the step there, and SIGKILL only after a grace period."""
-        full = (self.srun_argv([node.name], cwd=cwd, step_name=self.alloc.step_tag)
-                + env_prefix(env) + list(argv))
+        gets SIGTERM, which cancels the step there; an srun still there after a grace period has
+        its step cancelled through slurmctld, and gets SIGKILL only after that (``steps.stop_step``)."""
+        step = self.alloc.step()
+        full = self.srun_argv([node.name], step, cwd=cwd) + env_prefix(env) + list(argv)
         try:
-            proc = SrunProcess(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, errors="replace", start_new_session=True)
+            proc = SrunProcess(full, step=step, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
         except FileNotFoundError:
             raise no_slurm("srun") from None
-        weakref.finalize(proc, stop_step, proc.pid)
+        weakref.finalize(proc, stop_step, proc.pid, step)
         return proc
 
     # ---- files ---------------------------------------------------------------------------------
@@ -202,15 +206,17 @@ class SlurmTransport(Transport):
         """``remote`` on the node becomes a copy of ``local`` (a directory is merged into it)."""
         local = Path(local)
         script, args, data = copy_payload(node, local, remote)
-        full = self.srun_argv([node.name], stdin=True) + ["sh", "-c", script, "sh", *args]
-        rc, _, err, _, timed_out = communicate(full, data, timeout_s)
+        step = self.alloc.step()
+        full = self.srun_argv([node.name], step, stdin=True) + ["sh", "-c", script, "sh", *args]
+        rc, _, err, _, timed_out = communicate(full, data, timeout_s, step)
         self._copy_outcome(node, rc, err, timed_out, f"copy {local} -> {remote}", timeout_s)
 
     def get(self, node: Node, remote: str, local: Path, *, timeout_s: float = 300.0) -> None:
         """``local`` becomes a copy of ``remote`` (a file, or a directory merged into ``local``)."""
         local = Path(local)
-        full = self.srun_argv([node.name]) + ["sh", "-c", GET_SCRIPT, "sh", remote]
-        rc, out, err, _, timed_out = communicate(full, None, timeout_s)
+        step = self.alloc.step()
+        full = self.srun_argv([node.name], step) + ["sh", "-c", GET_SCRIPT, "sh", remote]
+        rc, out, err, _, timed_out = communicate(full, None, timeout_s, step)
         self._copy_outcome(node, rc, err, timed_out, f"copy {remote} -> {local}", timeout_s)
         unpack_copy(node, remote, local, out)
 
