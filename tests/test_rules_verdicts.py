@@ -137,6 +137,8 @@ CASES: dict[str, tuple[Path, bool, Callable[[Records, float], None], float, str,
 # judged by the rules table, planted through the records the operator's targets are frozen in; those two
 # rows need a target no landed run carries and are covered with them in tests/test_targets.py
 NEEDS_OPERATOR_TARGET = {"network.inter-allreduce", "storage.fio"}
+# rows whose figure is a table cell: a cell under its bar is marked "(under <bar>)" there
+MARKED_IN_TABLE = {"gpu.msmf", "gpupass.hbm-copy", "gpupass.pcie", "gpupass.pcie-bidir", "gpupass.pcie-all"}
 
 
 def test_every_row_of_the_rules_table_has_a_case():
@@ -219,9 +221,11 @@ def test_a_figure_on_each_side_of_its_bar(tmp_path, rule_id, side):
         failure = cases[label].find("failure")
         assert failure is not None and failure.get("type") == "Underperforming"
         assert f"MISSED {rule_id}" in (cases[label].find("system-out").text or "")
+        if rule_id in MARKED_IN_TABLE:
+            assert f" (under {bar:.{0 if rule_id == 'gpu.msmf' else 1}f})" in md
     else:
         assert code == 0, output
         assert all(j["met"] for j in judged)
-        assert "### Underperforming subsystems" not in md
+        assert "### Underperforming subsystems" not in md and " (under " not in md
         assert label in cases and cases[label].find("failure") is None
         assert f"met {rule_id}" in (cases[label].find("system-out").text or "")

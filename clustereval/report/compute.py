@@ -174,7 +174,8 @@ def render_compute(view: RunView, doc: Document) -> SectionResult:
     if gp and ran_gp:
         compute_gpupass.render(doc, view, gp, result.findings, fold.facts if fold else None)
     if ran_mm and mm:
-        _benchmarks(doc, mm, spec, facts, result, view.raw_rel, fold if folds(len(mm.nodes)) else None)
+        _benchmarks(doc, mm, spec, facts, result, view.raw_rel, fold if folds(len(mm.nodes)) else None,
+                    rule("gpu.msmf").bar(ref.tflops, ref.source) if ref.tflops else None)
     if lemon and lemon.nodes:
         render_lemon(doc, lemon, fold if folds(len(lemon.nodes)) else None,
                      judge_gpus(ref, None, lemon) if ran_lemon else None)
@@ -324,7 +325,8 @@ def _gpu_name(n: Any, gpu: int, multi: bool) -> str:
 
 
 def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[GpuFacts],
-                result: SectionResult, raw_rel: str = "", fold: ComputeFold | None = None) -> None:
+                result: SectionResult, raw_rel: str = "", fold: ComputeFold | None = None,
+                msmf_bar: float | None = None) -> None:
     nodes = [n for n in mm.nodes if n.search is not None]
     multi = len(mm.nodes) > 1
     single_gpu = all(n.num_gpus == 1 for n in nodes)
@@ -406,7 +408,7 @@ def _benchmarks(doc: Document, mm: MatmulRecord, spec: Spec | None, facts: list[
                        f"clock settles, {measured}{node_fig} Compare a sustained workload to this number.")
     doc.bullets(bullets)
     if with_msmf:
-        _msmf_table(doc, mm, nodes, spec_tf, multi, fold)
+        _msmf_table(doc, mm, nodes, spec_tf, multi, fold, msmf_bar)
     for n in nodes[:1] if fold is not None else nodes:  # at fleet size the first node's trace stands for the search
         trace_block(doc, raw_rel, n, multi, result)
     sentences = _missing_msmf(mm) if with_msmf else []
@@ -446,7 +448,7 @@ def _of_what(spec: Spec | None) -> str:
 
 
 def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_tf: float | None, multi: bool,
-                fold: ComputeFold | None = None) -> None:
+                fold: ComputeFold | None = None, bar: float | None = None) -> None:
     """The runbook's per-GPU table (`GPU | MSMF | MSMF shape | W / MHz | MSMF % spec`, exactly), then the
     timed windows' temperature and drift in a table of their own. At fleet size (``fold``) only the GPUs a
     reader must act on are rows, after the fleet's figures and the rule (compute_fold.py)."""
@@ -470,7 +472,8 @@ def _msmf_table(doc: Document, mm: MatmulRecord, nodes: list[NodeMatmul], spec_t
                     window_units.append(Unit(f"`{name}`", (t.temp_c, 100 * t.drift_frac), units[-1].group))
                 if not fold.msmf_listed(n, g.gpu):
                     continue
-            rows.append([name, str(value), _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
+            under = f" (under {bar:.0f})" if bar is not None and held_rate(t) < bar else ""  # its rule's bar
+            rows.append([name, f"{value}{under}", _shape(t), _wmhz(t, " / ", ""), _pct(value, spec_tf).rstrip("%")])
             if t.held and t.temp_c is not None:  # held timings carry their window's temperature and drift
                 windows.append([name, f"{t.temp_c:.0f}", f"{100 * t.drift_frac:+.2f}"])
     keep = [0, 1, 2] + ([3] if rows and all(r[3] for r in rows) else []) + ([4] if spec_tf else [])
