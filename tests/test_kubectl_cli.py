@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clustereval.report.lint import lint_file
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, only_leftovers, run_cli
 from tests.kubeapi.bed import KubeBed, kubectl_unavailable_reason
 
 pytestmark = pytest.mark.netns
@@ -101,9 +101,10 @@ def test_smoke_run_report_names_the_namespace_and_every_pod(smoke_run):
 
 @pytest.mark.timeout(1800)
 def test_smoke_run_exits_0_with_a_lint_clean_report(smoke_run):
+    """Exit 0, or 1 naming only what could not run in the bed's pods (a leftover Gap): nothing failed."""
     _, proc, _, _, lint = smoke_run
     assert lint == []
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert only_leftovers(proc), proc.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
