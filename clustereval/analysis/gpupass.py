@@ -21,7 +21,7 @@ from clustereval.analysis.gpus import gpu_label
 from clustereval.analysis.rules import Judged, rule
 from clustereval.analysis.rules import judge as judge_figure
 from clustereval.analysis.specs import GpuSpec, lookup_gpu
-from clustereval.records.gpupass import GpuPassRecord, NodePass, PassGpu
+from clustereval.records.gpupass import GpuPassRecord, NodePass, PassGpu, PcieRates
 
 # the fractions of the rules table (analysis/rules.py) this pass is judged by
 HBM_TARGET_FRACTION = rule("gpupass.hbm-copy").fraction  # device-local copy vs half the spec's HBM TB/s
@@ -145,24 +145,13 @@ def _gpu(v: Verdict, n: NodePass, g: PassGpu, label: str, pcie_target: float | N
                                                        "width_max": link.width_max}))
     solo = g.pcie_solo
     if solo and ref:
-        slow = {}
-        for k in ("h2d_gb_s", "d2h_gb_s"):
-            if (val := getattr(solo, k)) is not None:
-                j = judge_figure("gpupass.pcie", f"{label} {k[:3].upper()}", val, ref, source)
-                v.judged.append(j)
-                if not j.met:
-                    slow[k] = val
+        slow = _directions(v, "gpupass.pcie", label, solo, ("h2d_gb_s", "d2h_gb_s"), "", ref, source)
         if slow:
             v.problems.append(Problem(label, "pcie-slow", {**slow, "target_gb_s": target}))
         bar = round(rule("gpupass.pcie-bidir").bar(ref, source), 1)
         v.pcie_bidir_target_gb_s[label] = bar
-        slow = {}
-        for k in ("bidir_h2d_gb_s", "bidir_d2h_gb_s"):
-            if (val := getattr(solo, k)) is not None:
-                j = judge_figure("gpupass.pcie-bidir", f"{label} {k[6:9].upper()} both ways", val, ref, source)
-                v.judged.append(j)
-                if not j.met:
-                    slow[k] = val
+        slow = _directions(v, "gpupass.pcie-bidir", label, solo, ("bidir_h2d_gb_s", "bidir_d2h_gb_s"), " both ways",
+                           ref, source)
         if slow:
             v.problems.append(Problem(label, "pcie-bidir-slow", {**slow, "target_gb_s": bar}))
     alone = g.pcie_all
@@ -191,6 +180,19 @@ def _gpu(v: Verdict, n: NodePass, g: PassGpu, label: str, pcie_target: float | N
             v.problems.append(Problem(label, "ecc", {"grew": grew, "flags": flags}))
     for err in g.errors:
         v.problems.append(Problem(label, "error", {"error": err}))
+
+
+def _directions(v: Verdict, rule_id: str, label: str, rates: PcieRates, keys: tuple[str, str], what: str,
+                target: float, source: str) -> dict[str, float]:
+    """Each direction of ``rates`` judged by ``rule_id`` (subject "<label> H2D<what>"); the ones that missed."""
+    slow = {}
+    for k in keys:
+        if (val := getattr(rates, k)) is not None:
+            j = judge_figure(rule_id, f"{label} {k.removeprefix('bidir_')[:3].upper()}{what}", val, target, source)
+            v.judged.append(j)
+            if not j.met:
+                slow[k] = val
+    return slow
 
 
 def _outliers(v: Verdict, gpus: list[tuple[NodePass, PassGpu, str]]) -> None:
