@@ -19,7 +19,7 @@ def only_leftovers(result: subprocess.CompletedProcess) -> bool:
     """A run or report whose every phase was ok and every measured figure met its rule: exit 0, or exit 1
     with each Underperforming bullet a leftover Gap (a pass that did not run here, e.g. DCGM on a CPU
     bed), named on stderr as such, and nothing else said to have failed."""
-    out = result.stdout + result.stderr
+    out = (result.stdout or "") + (result.stderr or "")
     lines = [ln for ln in out.splitlines() if ln.startswith("underperforming: ")]
     if result.returncode == 0:
         return not lines
