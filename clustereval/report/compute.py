@@ -585,8 +585,10 @@ def _healthy_text(health: HealthRecord | None, mm: MatmulRecord | None, lemon: L
         elif vals:
             parts.append(f"lemon GEMM {min(vals):.1f}–{max(vals):.1f} TFLOPS across {len(vals)} GPUs, none dead or "
                          "slower than its node's median by the three-pass rule")
-    if bars and (mm or lemon):
-        parts.append(f"every GPU's MSMF and lemon GEMM at or above the bar of {bars['gpu.msmf']:.0f} TFLOPS "
+    figures = " and ".join(name for name, ran in (("MSMF", bool(mm and mm.nodes)),
+                                                  ("lemon GEMM", bool(lemon and lemon.nodes))) if ran)
+    if bars and figures:
+        parts.append(f"every GPU's {figures} at or above the bar of {bars['gpu.msmf']:.0f} TFLOPS "
                      f"({rule('gpu.msmf').bar(1.0, gpus.reference.source):.0%} of {gpus.reference.words})"
                      if gpus else "")
     return "; ".join(p for p in parts if p) + "." if parts else ""
