@@ -10,7 +10,7 @@ import pytest
 
 from clustereval.phases.scratch import scratch_for
 from clustereval.store import RunStore
-from tests.conftest import REPO
+from tests.conftest import REPO, only_leftovers
 from tests.storagehelpers import files_outside_trash, make_ctx
 
 
@@ -70,7 +70,8 @@ def test_two_concurrent_runs_by_one_user_on_one_mount(tmp_path):
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     for p, out in zip(procs, outs, strict=True):
-        assert p.returncode == 0, out[-3000:]
+        # the shared scan of this one-node run is a leftover Gap (no shared path named): 1, and nothing failed
+        assert only_leftovers(subprocess.CompletedProcess(p.args, p.returncode, out, "")), out[-3000:]
     folders = [re.search(r"run folder: (\S+)", out).group(1) for out in outs]
     assert folders[0] != folders[1]
     reports = sorted((tmp_path / "reports").glob("*.md"))
