@@ -109,7 +109,9 @@ def test_four_nodes_without_rdma_or_nvidia_tools_one_without_fio_and_one_rate_li
     res = run_cli("run", "--config", str(config), "--profile", "smoke", "--phases", "environment,pairwise,storage",
                   cwd=cluster.workdir, timeout=2000)
     out = res.stdout + res.stderr
-    assert only_leftovers(res), out[-4000:]
+    # the rate-limited node is a pairwise straggler: an Underperforming fabric bullet, exit 1, and nothing failed
+    assert res.returncode == 1 and "underperforming: fabric" in out and "not every phase is ok" not in out, \
+        out[-4000:]
     report = _report(cluster.workdir)
     lint = run_cli("lint", str(report))
     assert lint.returncode == 0, lint.stdout + lint.stderr
