@@ -76,9 +76,8 @@ def test_preflight_passes_with_gloo_across_the_pods(kube3):
     for pod in kube3.pods:
         assert rows[("kubectl", pod)][2:4] == ["ok", pod]  # the hostname inside the pod
         # every pod reached every pod's ports: 29500 (the rendezvous, at pod 0's IP) through 29500 + 3
-        # the TCP check's plan (every pair at 3 nodes): the first pod's rendezvous port and a port on each peer
+        # the TCP check's plan (every pair at 3 nodes): each pod reached the first pod's rendezvous port
         assert rows[("tcp", pod)][2] == "ok" and rows[("tcp", pod)][3].startswith("reached port 29500 on ")
-        assert rows[("tcp", pod)][3].endswith("one port on each of 2 peers")
         assert rows[("gloo", pod)][2] == "ok"
     assert "rendezvous at " + f"{kube3.cluster.nodes[0].address}:29500" in proc.stderr
     # every pod got its own exec (not only the first)
